@@ -1,0 +1,236 @@
+"""`RunConfig`: one GRPO run, frozen, YAML-loadable, with errors that say what to change.
+
+Compute is counted in rollouts as in the IsoCompute Playbook (arXiv 2603.12151):
+``C = B_p · n · M`` with batch ``B = B_p · n`` completions per optimizer step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+LR_SCALINGS = ("sqrt", "const", "linear")
+RECIPES = ("auto", "kl_entropy", "kl", "entropy", "none")
+SPLITS = ("easy", "hard", "all")
+GENERATIONS = ("auto", "hf", "vllm")
+
+# Healthy-recipe coefficients used when `recipe` turns a term on and no explicit value is given.
+# The papers use KL + entropy on Easy sets and neither on Hard sets (IsoCompute §4); the values
+# are isolab's CPU defaults for tiny models, chosen so that neither term dominates the policy loss.
+DEFAULT_BETA = 0.02
+DEFAULT_ENTROPY_COEF = 0.005
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines one GRPO run. Unknown YAML keys are an error.
+
+    Attributes:
+        study: MLflow experiment the run is logged to (one experiment per study).
+        model: model preset (`tiny-s`, `tiny-m`, `tiny-l`, `smollm2-135m`) or a hub id / local path.
+        task: problem family: `arithmetic` (synthetic), `gsm8k`, `math500`.
+        split: difficulty split of the base model: `easy`, `hard` or `all` (see `isolab difficulty`).
+        reward: reward system name (`sparse` = final answer correct, 1/0).
+        n: rollouts per problem (TRL's `num_generations`), ≥ 2 so that GRPO has a group.
+        B_p: problems per optimizer step.
+        M: optimizer steps (TRL's `max_steps`).
+        seed: seed of the run (sampling order, initial state of the RNGs).
+        temperature: sampling temperature of the rollouts.
+        max_completion_tokens: cap on generated tokens per rollout.
+        lr_base: learning rate at batch `B_base`.
+        B_base: reference batch (completions) for `lr_scaling`.
+        lr_scaling: `sqrt` (η = η_base·sqrt(B/B_base), the IsoCompute choice), `const`, `linear`.
+        recipe: `auto` (KL + entropy on easy, neither on hard), `kl_entropy`, `kl`, `entropy`, `none`.
+        beta: KL coefficient; overrides what the recipe picks.
+        entropy_coef: entropy-bonus coefficient; overrides what the recipe picks.
+        num_iterations: update passes per batch of rollouts (TRL's `num_iterations`).
+        lora_rank: 0 = full fine-tuning, r > 0 = LoRA adapters of rank r.
+        generation: `auto` (vLLM when CUDA and vllm exist, else HF generate), `hf`, `vllm`.
+        eval_every: evaluate every this many steps (0 = only at the start and the end).
+        eval_at_rollouts: evaluate when cumulative rollouts reach these values (sweeps use
+            this so that every run is measured at the same compute); overrides `eval_every`.
+        eval_problems: held-out validation problems of the split.
+        eval_k_samples: completions sampled per validation problem (≥ max of `eval_ks`).
+        eval_ks: k values for avg@k / best@k / worst@k.
+        pool_size: size of the problem pool that difficulty labelling draws from.
+        data_dir: local folder with GSM8K / MATH-500 JSONL (else the hub).
+    """
+
+    study: str = "default"
+    model: str = "tiny-m"
+    task: str = "arithmetic"
+    split: str = "easy"
+    reward: str = "sparse"
+    n: int = 8
+    B_p: int = 8
+    M: int = 40
+    seed: int = 0
+    temperature: float = 1.0
+    max_completion_tokens: int = 6
+    lr_base: float = 5e-5
+    B_base: int = 64
+    lr_scaling: str = "sqrt"
+    recipe: str = "auto"
+    beta: float | None = None
+    entropy_coef: float | None = None
+    num_iterations: int = 1
+    lora_rank: int = 0
+    generation: str = "auto"
+    eval_every: int = 0
+    eval_at_rollouts: tuple[int, ...] | None = None
+    eval_problems: int = 64
+    eval_k_samples: int = 8
+    eval_ks: tuple[int, ...] = (1, 4)
+    pool_size: int = 4000
+    data_dir: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # YAML gives lists; keep the dataclass hashable and canonical.
+        for name in ("eval_at_rollouts", "eval_ks"):
+            value = getattr(self, name)
+            if isinstance(value, list):
+                object.__setattr__(self, name, tuple(int(v) for v in value))
+        if self.n < 2:
+            raise ValueError(
+                f"n = {self.n}: GRPO needs at least 2 rollouts per problem to form a group "
+                "baseline; set n ≥ 2."
+            )
+        for name in ("B_p", "M", "max_completion_tokens", "B_base", "num_iterations"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} = {getattr(self, name)}: must be ≥ 1.")
+        if self.lr_base <= 0:
+            raise ValueError(f"lr_base = {self.lr_base}: must be > 0 (e.g. 5e-5 for tiny models).")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature = {self.temperature}: must be > 0 for sampling.")
+        _check_choice("lr_scaling", self.lr_scaling, LR_SCALINGS)
+        _check_choice("recipe", self.recipe, RECIPES)
+        _check_choice("split", self.split, SPLITS)
+        _check_choice("generation", self.generation, GENERATIONS)
+        if self.lora_rank < 0:
+            raise ValueError(f"lora_rank = {self.lora_rank}: use 0 for full fine-tuning or r > 0.")
+        if not self.eval_ks or min(self.eval_ks) < 1:
+            raise ValueError(f"eval_ks = {self.eval_ks}: give k values ≥ 1, e.g. [1, 4].")
+        if self.eval_k_samples < max(self.eval_ks):
+            raise ValueError(
+                f"eval_k_samples = {self.eval_k_samples} < max(eval_ks) = {max(self.eval_ks)}: "
+                "the unbiased best@k/worst@k estimators need at least k samples; raise eval_k_samples."
+            )
+        if self.eval_problems < 1:
+            raise ValueError(f"eval_problems = {self.eval_problems}: must be ≥ 1.")
+        if self.eval_every < 0:
+            raise ValueError(f"eval_every = {self.eval_every}: use 0 (start and end only) or > 0.")
+        if self.beta is not None and self.beta < 0:
+            raise ValueError(f"beta = {self.beta}: the KL coefficient must be ≥ 0.")
+        if self.entropy_coef is not None and self.entropy_coef < 0:
+            raise ValueError(f"entropy_coef = {self.entropy_coef}: must be ≥ 0.")
+
+    # ---- derived quantities -------------------------------------------------------------
+    @property
+    def B(self) -> int:
+        """Completions per optimizer step, B = B_p · n."""
+        return self.B_p * self.n
+
+    @property
+    def rollouts(self) -> int:
+        """Total rollouts of the run, C = B_p · n · M (IsoCompute's compute unit)."""
+        return self.B * self.M
+
+    @property
+    def lr(self) -> float:
+        """Learning rate after the batch-size scaling rule."""
+        ratio = self.B / self.B_base
+        if self.lr_scaling == "sqrt":
+            return self.lr_base * math.sqrt(ratio)
+        if self.lr_scaling == "linear":
+            return self.lr_base * ratio
+        return self.lr_base
+
+    @property
+    def resolved_beta(self) -> float:
+        """KL coefficient after the recipe (explicit `beta` wins)."""
+        if self.beta is not None:
+            return self.beta
+        return DEFAULT_BETA if "kl" in self._recipe_terms() else 0.0
+
+    @property
+    def resolved_entropy_coef(self) -> float:
+        """Entropy-bonus coefficient after the recipe (explicit `entropy_coef` wins)."""
+        if self.entropy_coef is not None:
+            return self.entropy_coef
+        return DEFAULT_ENTROPY_COEF if "entropy" in self._recipe_terms() else 0.0
+
+    def _recipe_terms(self) -> set[str]:
+        recipe = self.recipe
+        if recipe == "auto":
+            # IsoCompute healthy recipe: regularise on easy sets, not on hard ones.
+            recipe = "none" if self.split == "hard" else "kl_entropy"
+        return {"kl_entropy": {"kl", "entropy"}, "kl": {"kl"}, "entropy": {"entropy"}}.get(
+            recipe, set()
+        )
+
+    def resolved(self) -> dict[str, Any]:
+        """The config with every derived value filled in: what MLflow logs as params."""
+        out = dataclasses.asdict(self)
+        out.update(
+            B=self.B,
+            rollouts=self.rollouts,
+            lr=self.lr,
+            beta=self.resolved_beta,
+            entropy_coef=self.resolved_entropy_coef,
+        )
+        return out
+
+    @property
+    def run_key(self) -> str:
+        """Deterministic 16-hex-digit key: a hash of the resolved config."""
+        blob = json.dumps(self.resolved(), sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def run_name(self) -> str:
+        """A name a person can read: `tiny-m·easy·n8·bp16`."""
+        return f"{self.model}·{self.split}·n{self.n}·bp{self.B_p}"
+
+    def replace(self, **changes: Any) -> RunConfig:
+        return dataclasses.replace(self, **changes)
+
+    # ---- I/O ------------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(
+                f"unknown RunConfig field(s) {unknown}; valid fields are: {sorted(known)}"
+            )
+        return cls(**data)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> RunConfig:
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"config file {path} does not exist")
+        data = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a mapping of RunConfig fields at the top level")
+        return cls.from_dict(data)
+
+    def to_yaml(self, path: str | Path) -> None:
+        data = dataclasses.asdict(self)
+        for key, value in data.items():
+            if isinstance(value, tuple):
+                data[key] = list(value)
+        Path(path).write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} = {value!r}: choose one of {', '.join(choices)}.")

@@ -1,0 +1,129 @@
+"""Evaluation: avg@k, best@k (coverage) and worst@k (sharpening) from n ≥ k samples.
+
+best@k is the unbiased pass@k estimator of Chen et al. 2021 (arXiv 2107.03374):
+``1 − C(n−c, k) / C(n, k)``; worst@k is pass^k (τ-bench, arXiv 2406.12045): ``C(c, k) / C(n, k)``,
+the chance that all k of k samples drawn without replacement are correct.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from scipy.special import gammaln
+
+
+def _log_comb(n: np.ndarray, k: np.ndarray) -> np.ndarray:
+    return gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
+
+
+def _check(n, c, k) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n, c, k = (np.asarray(x, dtype=float) for x in (n, c, k))
+    n, c, k = np.broadcast_arrays(n, c, k)
+    if np.any(k < 1) or np.any(k > n):
+        raise ValueError("need 1 ≤ k ≤ n samples per problem; sample more completions")
+    if np.any(c < 0) or np.any(c > n):
+        raise ValueError("correct counts c must lie in [0, n]")
+    return n, c, k
+
+
+def best_at_k(n, c, k) -> np.ndarray:
+    """Unbiased pass@k: P(at least one of k samples is correct), elementwise over arrays.
+
+    >>> float(best_at_k(4, 1, 2))
+    0.5
+    """
+    n, c, k = _check(n, c, k)
+    out = np.ones_like(n)
+    has_fail = n - c >= k  # otherwise every k-subset holds a correct sample
+    out[has_fail] = 1.0 - np.exp(_log_comb(n - c, k)[has_fail] - _log_comb(n, k)[has_fail])
+    return out
+
+
+def worst_at_k(n, c, k) -> np.ndarray:
+    """pass^k: P(all k samples are correct) = C(c, k) / C(n, k), elementwise over arrays.
+
+    >>> float(worst_at_k(4, 3, 2))
+    0.5
+    """
+    n, c, k = _check(n, c, k)
+    out = np.zeros_like(n)
+    enough = c >= k
+    out[enough] = np.exp(_log_comb(c, k)[enough] - _log_comb(n, k)[enough])
+    return out
+
+
+def metrics_from_counts(counts: Sequence[int], n_samples: int, ks: Sequence[int]) -> dict[str, float]:
+    """`eval/avg@k`, `eval/best@k`, `eval/worst@k` averaged over problems."""
+    counts = np.asarray(counts)
+    out: dict[str, float] = {}
+    for k in ks:
+        out[f"eval/avg@{k}"] = float(np.mean(counts / n_samples))
+        out[f"eval/best@{k}"] = float(np.mean(best_at_k(n_samples, counts, k)))
+        out[f"eval/worst@{k}"] = float(np.mean(worst_at_k(n_samples, counts, k)))
+    return out
+
+
+@dataclass
+class SampleResult:
+    """Correct counts per prompt and the exact token counts of the sampling (for the ledger)."""
+
+    counts: np.ndarray
+    n_samples: int
+    prompt_lens: list[int] = field(default_factory=list)
+    completion_lens: list[int] = field(default_factory=list)
+
+
+@torch.no_grad()
+def sample_and_grade(
+    model,
+    tokenizer,
+    prompts: Sequence[str],
+    answers: Sequence[str],
+    verify: Callable[[str, str], bool],
+    n_samples: int,
+    temperature: float = 1.0,
+    max_new_tokens: int = 8,
+    batch_prompts: int = 128,
+    seed: int = 0,
+) -> SampleResult:
+    """Sample `n_samples` completions per prompt with HF generate and count correct ones.
+
+    The global RNG state is saved and restored, so evaluating in the middle of a training run
+    does not change the run's own random stream.
+    """
+    was_training = model.training
+    model.eval()
+    counts = np.zeros(len(prompts), dtype=int)
+    prompt_lens: list[int] = []
+    completion_lens: list[int] = []
+    eos = tokenizer.eos_token_id
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for start in range(0, len(prompts), batch_prompts):
+            chunk = list(prompts[start : start + batch_prompts])
+            enc = tokenizer(chunk, return_tensors="pt", padding=True).to(model.device)
+            out = model.generate(
+                **enc,
+                do_sample=True,
+                temperature=temperature,
+                top_k=0,
+                top_p=1.0,
+                max_new_tokens=max_new_tokens,
+                num_return_sequences=n_samples,
+                pad_token_id=tokenizer.pad_token_id,
+                eos_token_id=eos,
+            )
+            completions = out[:, enc["input_ids"].shape[1] :]
+            texts = tokenizer.batch_decode(completions, skip_special_tokens=True)
+            lengths = enc["attention_mask"].sum(1).repeat_interleave(n_samples).tolist()
+            for row, (ids, text) in enumerate(zip(completions.tolist(), texts, strict=True)):
+                prompt_index = start + row // n_samples
+                counts[prompt_index] += bool(verify(text, answers[prompt_index]))
+                completion_lens.append(ids.index(eos) + 1 if eos in ids else len(ids))
+            prompt_lens.extend(lengths)
+    if was_training:
+        model.train()
+    return SampleResult(counts, n_samples, prompt_lens, completion_lens)
