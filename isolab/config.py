@@ -52,6 +52,9 @@ class RunConfig:
         entropy_coef: entropy-bonus coefficient; overrides what the recipe picks.
         num_iterations: update passes per batch of rollouts (TRL's `num_iterations`).
         lora_rank: 0 = full fine-tuning, r > 0 = LoRA adapters of rank r.
+        gradient_checkpointing: recompute activations in backward (less memory, more hardware
+            FLOPs: the ledger reports those as `flops_hw/*`). TRL turns it on by default; isolab
+            turns it off because tiny models never need it.
         generation: `auto` (vLLM when CUDA and vllm exist, else HF generate), `hf`, `vllm`.
         eval_every: evaluate every this many steps (0 = only at the start and the end).
         eval_at_rollouts: evaluate when cumulative rollouts reach these values (sweeps use
@@ -82,6 +85,7 @@ class RunConfig:
     entropy_coef: float | None = None
     num_iterations: int = 1
     lora_rank: int = 0
+    gradient_checkpointing: bool = False
     generation: str = "auto"
     eval_every: int = 0
     eval_at_rollouts: tuple[int, ...] | None = None

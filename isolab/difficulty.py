@@ -175,6 +175,8 @@ def load_or_label(
     if path.exists() and not force:
         return Splits.load(path)
     log.info("labelling difficulty of %d %s problems with %s", pool_size, task_name, model_name)
-    splits = label(model_name, task_name, pool_size=pool_size, seed=seed, data_dir=data_dir, **kwargs)
+    splits = label(
+        model_name, task_name, pool_size=pool_size, seed=seed, data_dir=data_dir, **kwargs
+    )
     splits.save(path)
     return splits

@@ -55,7 +55,9 @@ def worst_at_k(n, c, k) -> np.ndarray:
     return out
 
 
-def metrics_from_counts(counts: Sequence[int], n_samples: int, ks: Sequence[int]) -> dict[str, float]:
+def metrics_from_counts(
+    counts: Sequence[int], n_samples: int, ks: Sequence[int]
+) -> dict[str, float]:
     """`eval/avg@k`, `eval/best@k`, `eval/worst@k` averaged over problems."""
     counts = np.asarray(counts)
     out: dict[str, float] = {}

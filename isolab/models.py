@@ -20,7 +20,13 @@ from pathlib import Path
 
 import torch
 
-from isolab.tasks.arithmetic import RAW_ALPHABET, ArithmeticSpec, raw_prompt, raw_target, sample_problem
+from isolab.tasks.arithmetic import (
+    RAW_ALPHABET,
+    ArithmeticSpec,
+    raw_prompt,
+    raw_target,
+    sample_problem,
+)
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +65,15 @@ class TinySpec:
 
 # Clearly different sizes (≈ 0.07M, 0.53M, 1.8M parameters) for the model-size study.
 TINY_PRESETS: dict[str, TinySpec] = {
-    "tiny-s": TinySpec(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=128, sft_steps=800),
-    "tiny-m": TinySpec(hidden_size=128, num_layers=4, num_heads=4, intermediate_size=256, sft_steps=600),
-    "tiny-l": TinySpec(hidden_size=192, num_layers=6, num_heads=6, intermediate_size=384, sft_steps=500),
+    "tiny-s": TinySpec(
+        hidden_size=64, num_layers=2, num_heads=4, intermediate_size=128, sft_steps=800
+    ),
+    "tiny-m": TinySpec(
+        hidden_size=128, num_layers=4, num_heads=4, intermediate_size=256, sft_steps=600
+    ),
+    "tiny-l": TinySpec(
+        hidden_size=192, num_layers=6, num_heads=6, intermediate_size=384, sft_steps=500
+    ),
 }
 
 REAL_PRESETS: dict[str, str] = {"smollm2-135m": "HuggingFaceTB/SmolLM2-135M-Instruct"}
@@ -123,7 +135,9 @@ def model_dir(name: str) -> Path:
     return cache_root() / "models" / name
 
 
-def build(name: str, force: bool = False, progress: Callable[[int, int, float], None] | None = None) -> Path:
+def build(
+    name: str, force: bool = False, progress: Callable[[int, int, float], None] | None = None
+) -> Path:
     """Build preset `name` into the cache (no-op when it is there) and return its folder.
 
     Tiny presets are deterministic in their spec's seed. `smollm2-135m` is converted once from
@@ -176,7 +190,9 @@ def _warm_start(spec: TinySpec, progress: Callable[[int, int, float], None] | No
     model.generation_config.eos_token_id = tok.eos_token_id
     model.generation_config.bos_token_id = tok.bos_token_id
     opt = torch.optim.AdamW(model.parameters(), lr=spec.sft_peak_lr, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=spec.sft_peak_lr, total_steps=spec.sft_steps)
+    sched = torch.optim.lr_scheduler.OneCycleLR(
+        opt, max_lr=spec.sft_peak_lr, total_steps=spec.sft_steps
+    )
     rng = random.Random(spec.seed + 1)
     task = ArithmeticSpec()
     losses: list[float] = []
@@ -219,10 +235,7 @@ def load(name: str, dtype: torch.dtype | None = None):
     """(model, tokenizer) for a preset (built on first use), a local folder or a hub id."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if name in TINY_PRESETS or name in REAL_PRESETS:
-        path = build(name)
-    else:
-        path = name
+    path = build(name) if name in TINY_PRESETS or name in REAL_PRESETS else name
     tok = AutoTokenizer.from_pretrained(path)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
@@ -242,7 +255,9 @@ def list_models() -> list[dict]:
     for name in preset_names():
         info_path = model_dir(name) / "build_info.json"
         info = json.loads(info_path.read_text()) if info_path.exists() else {}
-        built = info_path.exists() or (name in REAL_PRESETS and (model_dir(name) / "config.json").exists())
+        built = info_path.exists() or (
+            name in REAL_PRESETS and (model_dir(name) / "config.json").exists()
+        )
         rows.append(
             {
                 "name": name,

@@ -31,7 +31,8 @@ def sparse(task: Task) -> Callable[..., list[float]]:
 
     def sparse_reward(prompts, completions, answer, **kwargs) -> list[float]:
         return [
-            float(task.verify(completion_text(c), a)) for c, a in zip(completions, answer, strict=True)
+            float(task.verify(completion_text(c), a))
+            for c, a in zip(completions, answer, strict=True)
         ]
 
     return sparse_reward

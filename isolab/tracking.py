@@ -165,7 +165,12 @@ def find_runs(experiment: str, uri: str | None = None, run_key: str | None = Non
     if exp is None:
         return []
     filt = f"tags.`{RUN_KEY_TAG}` = '{run_key}'" if run_key else ""
-    return c.search_runs([exp.experiment_id], filter_string=filt, max_results=50000, order_by=["attributes.start_time DESC"])
+    return c.search_runs(
+        [exp.experiment_id],
+        filter_string=filt,
+        max_results=50000,
+        order_by=["attributes.start_time DESC"],
+    )
 
 
 def mark_failed(run_id: str, uri: str | None = None) -> None:

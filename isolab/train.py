@@ -24,6 +24,7 @@ import torch
 from isolab import difficulty, models
 from isolab.config import RunConfig
 from isolab.evaluate import metrics_from_counts, sample_and_grade
+from isolab.flops import LoraSpec
 from isolab.ledger import FlopLedger
 from isolab.rewards import get_reward
 from isolab.tasks import Task
@@ -85,6 +86,7 @@ def grpo_args(cfg: RunConfig, output_dir: str, max_completion_tokens: int):
         warmup_steps=0,
         weight_decay=0.0,
         max_grad_norm=1.0,
+        gradient_checkpointing=cfg.gradient_checkpointing,
         beta=cfg.resolved_beta,
         entropy_coef=cfg.resolved_entropy_coef,
         seed=cfg.seed,
@@ -106,6 +108,14 @@ def _lens(mask: torch.Tensor) -> list[int]:
     return mask.sum(dim=1).tolist()
 
 
+def _logits_lens(seq_lens: list[int], completion_lens: list[int]) -> list[int]:
+    """Positions TRL's fused log-prob head projects: completion positions on CUDA; on CPU every
+    position of the row but the last (TRL 1.16). Padding is not counted (model FLOPs)."""
+    if torch.cuda.is_available():
+        return completion_lens
+    return [s - 1 for s in seq_lens]
+
+
 def make_trainer_class():
     """`GRPOTrainer` subclass that reports token counts to a `FlopLedger` (import-time lazy)."""
     from trl import GRPOTrainer
@@ -119,11 +129,12 @@ def make_trainer_class():
             prompt_lens = _lens(out["prompt_mask"])
             completion_lens = _lens(out["completion_mask"])
             seq_lens = [p + c for p, c in zip(prompt_lens, completion_lens, strict=True)]
+            logits_lens = _logits_lens(seq_lens, completion_lens)
             self.ledger.record_generation(prompt_lens, completion_lens)
-            if "ref_per_token_logps" in out:
-                self.ledger.record_reference_forward(seq_lens, completion_lens)
             if "old_per_token_logps" in out:
-                self.ledger.record_old_policy_forward(seq_lens, completion_lens)
+                self.ledger.record_old_policy_forward(seq_lens, logits_lens)
+            if "ref_per_token_logps" in out:
+                self.ledger.record_reference_forward(seq_lens, logits_lens)
             self.rollouts_since_step += len(prompt_lens)
             return out
 
@@ -134,7 +145,7 @@ def make_trainer_class():
                 completion_lens = _lens(inputs["completion_mask"])
                 prompt_lens = _lens(inputs["prompt_mask"])
                 seq_lens = [p + c for p, c in zip(prompt_lens, completion_lens, strict=True)]
-                self.ledger.record_policy_update(seq_lens, completion_lens)
+                self.ledger.record_policy_update(seq_lens, _logits_lens(seq_lens, completion_lens))
             return inputs
 
     return LedgerGRPOTrainer
@@ -191,9 +202,16 @@ class Evaluator:
         return metrics_from_counts(result.counts, self.cfg.eval_k_samples, self.cfg.eval_ks)
 
 
-def make_callback(trainer_ref: dict, cfg: RunConfig, evaluator: Evaluator, logger: RunLogger,
-                  ledger: FlopLedger, max_new_tokens: int, state: dict,
-                  on_step: Callable[[int, dict], None] | None):
+def make_callback(
+    trainer_ref: dict,
+    cfg: RunConfig,
+    evaluator: Evaluator,
+    logger: RunLogger,
+    ledger: FlopLedger,
+    max_new_tokens: int,
+    state: dict,
+    on_step: Callable[[int, dict], None] | None,
+):
     from transformers import TrainerCallback
 
     total_steps = cfg.M * cfg.num_iterations
@@ -227,7 +245,11 @@ def make_callback(trainer_ref: dict, cfg: RunConfig, evaluator: Evaluator, logge
                 on_step(step, metrics)
 
         def on_log(self, args, st, control, logs=None, **kw):
-            numeric = {k: v for k, v in (logs or {}).items() if isinstance(v, (int, float)) and math.isfinite(v)}
+            numeric = {
+                k: v
+                for k, v in (logs or {}).items()
+                if isinstance(v, (int, float)) and math.isfinite(v)
+            }
             logger.log_metrics(numeric, step=st.global_step)
 
     return IsolabCallback()
@@ -275,13 +297,20 @@ def train(
     torch.manual_seed(cfg.seed)
     model, tok, task, train_problems, val_problems = prepare(cfg)
     max_new = min(cfg.max_completion_tokens, 10_000)
-    ledger = FlopLedger(model.config, lora=_lora_spec(cfg))
+    ledger = FlopLedger(
+        model.config,
+        lora=_lora_spec(cfg),
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        lora_merged_for_generation=use_vllm(cfg),  # TRL merges adapters before syncing to vLLM
+    )
     logger = RunLogger(cfg.study, cfg.run_name, cfg.run_key, tracking_uri)
     status = "FAILED"
     state: dict[str, Any] = {}
     try:
         logger.log_params(cfg.resolved())
-        logger.set_tags({"isolab.split_sizes": f"train={len(train_problems)},val={len(val_problems)}"})
+        logger.set_tags(
+            {"isolab.split_sizes": f"train={len(train_problems)},val={len(val_problems)}"}
+        )
         dataset = Dataset.from_dict(
             {
                 "prompt": [task.prompt(p) for p in train_problems],
@@ -291,8 +320,13 @@ def train(
         reward = _timed(get_reward(cfg.reward, task), ledger)
         evaluator = Evaluator(cfg, task, val_problems, tok, ledger)
         trainer_ref: dict[str, Any] = {}
-        callback = make_callback(trainer_ref, cfg, evaluator, logger, ledger, max_new, state, on_step)
-        with tempfile.TemporaryDirectory(prefix="isolab-trl-") as out_dir, warnings.catch_warnings():
+        callback = make_callback(
+            trainer_ref, cfg, evaluator, logger, ledger, max_new, state, on_step
+        )
+        with (
+            tempfile.TemporaryDirectory(prefix="isolab-trl-") as out_dir,
+            warnings.catch_warnings(),
+        ):
             warnings.simplefilter("ignore", UserWarning)
             trainer = make_trainer_class()(
                 model=model,
@@ -310,8 +344,11 @@ def train(
             trainer_ref["trainer"] = trainer
             trainer.train()
         logger.log_dict(
-            {"problem_ids": evaluator.ids, "n_samples": cfg.eval_k_samples,
-             "correct_counts_by_step": evaluator.history},
+            {
+                "problem_ids": evaluator.ids,
+                "n_samples": cfg.eval_k_samples,
+                "correct_counts_by_step": evaluator.history,
+            },
             "eval/per_problem_counts.json",
         )
         status = "FINISHED"
@@ -331,8 +368,8 @@ def train(
     )
 
 
-def _lora_spec(cfg: RunConfig):
-    return {"r": cfg.lora_rank, "target_modules": _LORA_TARGETS} if cfg.lora_rank else None
+def _lora_spec(cfg: RunConfig) -> LoraSpec | None:
+    return LoraSpec(r=cfg.lora_rank, target_modules=tuple(_LORA_TARGETS)) if cfg.lora_rank else None
 
 
 _LORA_TARGETS: Sequence[str] = ("q_proj", "k_proj", "v_proj", "o_proj")

@@ -34,8 +34,13 @@ class Task:
     verify: Callable[[str, str], bool]
     max_completion_tokens: int
 
-    def problems(self, split: str = "train", data_dir: str | None = None, limit: int | None = None,
-                 seed: int = 0) -> list[Problem]:
+    def problems(
+        self,
+        split: str = "train",
+        data_dir: str | None = None,
+        limit: int | None = None,
+        seed: int = 0,
+    ) -> list[Problem]:
         """Problems of a data set split; arithmetic draws `limit` problems from `seed`."""
         if self.name == "arithmetic":
             return arithmetic.generate_problems(limit or 2000, seed=seed)

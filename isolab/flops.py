@@ -1,0 +1,474 @@
+"""Matmul FLOPs of every compute component of a GRPO step, from a config and exact token counts.
+
+The ledger of "Where Should RL Post-Training Compute Go?" (Wilhelm & Kao, arXiv 2607.13389)
+splits a run into ``C_total = C_search + C_learning + C_reward``. This module gives each term
+as a small pure function over a transformers ``PretrainedConfig`` and per-sequence lengths:
+
+- search: ``generation_flops`` (prefill + KV-cached decode of every rollout);
+- learning: ``training_flops`` (policy forward + backward), ``forward_flops`` (reference
+  model, old-policy log-probs);
+- reward: ``reward_model_flops`` (a sequence-classification model over the scored tokens).
+
+Convention (the one ``torch.utils.flop_counter.FlopCounterMode`` uses, against which every
+formula here is verified by ``benchmarks/flops_accuracy.py``):
+
+- Only matrix products count, 2 FLOPs per multiply-accumulate. A product of an ``(m, k)`` by a
+  ``(k, n)`` matrix costs ``2·m·k·n``. Norms, softmax, rotary embeddings (applied elementwise),
+  activations, residual adds, biases (added after the product), embedding look-ups and the
+  log-softmax of the LM head are not matmuls and count 0: they are sub-leading terms, dropped
+  by Kaplan et al. (2020, §2.1) too. (transformers 5 builds rotary angles by broadcasting,
+  not by a matmul, so they are absent from the measured count as well.)
+- A linear layer with ``P`` weights costs ``2·P`` FLOPs per token forward; its backward costs
+  ``2·P`` for the input gradient plus ``2·P`` for the weight gradient, hence the familiar
+  ``6·P`` per token for training (Kaplan et al. 2020, §2.1 and Table 1).
+- Attention is counted at each position's real context length, as the kernels compute it:
+  ``Q·Kᵀ`` and ``P·V`` for ``q`` queries over ``k`` keys cost ``2·q·k·d`` each per head, the
+  "attention logits" and "softmax @ values" terms of Hoffmann et al. (2022, Chinchilla, App. F);
+  Kaplan et al. (2020, Table 1) fold them into one ``2·n_layer·n_ctx·d_attn`` term. Eager
+  attention and ``FlopCounterMode``'s SDPA formula both count the dense ``q × k`` block, so no
+  causal halving is applied.
+
+Counts are exact Python integers. Pass the real per-sequence lengths to get model FLOPs that do
+not depend on padding (what vLLM computes); pass padded lengths to reproduce a padded batch.
+Verified on Llama (multi-head, and grouped-query in SmolLM2-135M's shape) and Qwen2 (q/k/v
+biases, tied embeddings) blocks: gated MLP, separate q/k/v/o projections. Configs of other
+decoder-only families with the standard ``hidden_size`` / ``num_hidden_layers`` /
+``num_attention_heads`` / ``num_key_value_heads`` / ``head_dim`` / ``intermediate_size`` /
+``vocab_size`` fields are read the same way; plain (ungated) MLPs are supported but unverified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+# Model types whose MLP is `down(act(up(x)))` (2 matrices) rather than the gated
+# `down(act(gate(x)) * up(x))` (3 matrices) of Llama-family models (Shazeer 2020, GLU variants).
+_PLAIN_MLP_MODEL_TYPES = frozenset(
+    {"gpt2", "gpt_neox", "gptj", "opt", "phi", "falcon", "bloom", "starcoder2", "gpt_bigcode"}
+)
+
+# PEFT module names → the projection they adapt. "up"/"down" also name a plain MLP's matrices.
+_LORA_MODULE_ALIASES = {
+    "q_proj": "q",
+    "k_proj": "k",
+    "v_proj": "v",
+    "o_proj": "o",
+    "gate_proj": "gate",
+    "up_proj": "up",
+    "down_proj": "down",
+    "fc1": "up",
+    "fc2": "down",
+    "dense_h_to_4h": "up",
+    "dense_4h_to_h": "down",
+}
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The numbers of a decoder-only transformer that its matmul FLOPs depend on.
+
+    Attributes:
+        layers: decoder blocks.
+        hidden: residual width ``h``.
+        heads: query heads.
+        kv_heads: key/value heads (``< heads`` for grouped-query attention, Ainslie et al. 2023).
+        head_dim: width of one head ``d`` (not always ``h / heads``, e.g. Gemma, Qwen3).
+        intermediate: MLP width.
+        vocab: vocabulary (LM-head rows).
+        gated_mlp: gate + up + down matrices (SwiGLU) rather than up + down.
+        tied_embeddings: the LM head reuses the input embedding matrix (changes parameters and
+            which weight receives the head's gradient, not the FLOPs).
+        num_labels: outputs of a sequence-classification head (reward models).
+    """
+
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    gated_mlp: bool = True
+    tied_embeddings: bool = False
+    num_labels: int = 1
+
+    @property
+    def q_dim(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.kv_heads * self.head_dim
+
+    def linears(self) -> dict[str, tuple[int, int]]:
+        """(in, out) of each weight matrix of one decoder block, by projection name."""
+        h, i = self.hidden, self.intermediate
+        attn = {
+            "q": (h, self.q_dim),
+            "k": (h, self.kv_dim),
+            "v": (h, self.kv_dim),
+            "o": (self.q_dim, h),
+        }
+        mlp = (
+            {"gate": (h, i), "up": (h, i), "down": (i, h)}
+            if self.gated_mlp
+            else {"up": (h, i), "down": (i, h)}
+        )
+        return attn | mlp
+
+
+@dataclass(frozen=True)
+class LoraSpec:
+    """LoRA adapters ``W + (α/r)·B·A`` on some projections of every block (Hu et al. 2021).
+
+    The attribute names match ``peft.LoraConfig``, so a ``LoraConfig`` can be passed wherever a
+    ``LoraSpec`` is expected.
+
+    Attributes:
+        r: adapter rank.
+        target_modules: adapted projections, as PEFT names (``q_proj``, ``k_proj``, ``v_proj``,
+            ``o_proj``, ``gate_proj``, ``up_proj``, ``down_proj``) or ``"all-linear"``.
+    """
+
+    r: int
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+def model_shape(config: Any) -> ModelShape:
+    """Read a ``ModelShape`` from a transformers ``PretrainedConfig`` (or anything with its fields)."""
+    if hasattr(config, "get_text_config"):
+        config = config.get_text_config()
+    hidden = config.hidden_size
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or hidden // heads
+    intermediate = (
+        getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None) or 4 * hidden
+    )
+    return ModelShape(
+        layers=config.num_hidden_layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate=intermediate,
+        vocab=config.vocab_size,
+        gated_mlp=getattr(config, "model_type", "") not in _PLAIN_MLP_MODEL_TYPES,
+        tied_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
+        num_labels=getattr(config, "num_labels", 1),
+    )
+
+
+def lora_targets(shape: ModelShape, lora: Any) -> frozenset[str]:
+    """The projections of ``shape.linears()`` that ``lora`` adapts (``lora.target_modules``)."""
+    targets = lora.target_modules
+    if targets is None:
+        raise ValueError(
+            "LoRA target_modules is None: list the adapted projections, e.g. ['q_proj', 'v_proj']."
+        )
+    if isinstance(targets, str):
+        if targets != "all-linear":
+            raise ValueError(
+                f"LoRA target_modules = {targets!r}: regular expressions are not supported; "
+                "give a list of module names or 'all-linear'."
+            )
+        return frozenset(shape.linears())
+    names = set()
+    for name in targets:
+        short = _LORA_MODULE_ALIASES.get(name.rsplit(".", 1)[-1])
+        if short is None or short not in shape.linears():
+            raise ValueError(
+                f"LoRA target module {name!r} is not a projection of a decoder block; "
+                f"use names among {sorted(_LORA_MODULE_ALIASES)}."
+            )
+        names.add(short)
+    if not names:
+        raise ValueError("LoRA target_modules is empty: nothing would be trained.")
+    return frozenset(names)
+
+
+def _ints(lens: Iterable[Any], name: str) -> list[int]:
+    out = [int(x) for x in lens]
+    if any(x < 0 for x in out):
+        raise ValueError(f"{name} has a negative length: {out}")
+    return out
+
+
+def _paired(
+    a: Iterable[Any], b: Iterable[Any] | None, a_name: str, b_name: str
+) -> list[tuple[int, int]]:
+    xs = _ints(a, a_name)
+    ys = xs if b is None else _ints(b, b_name)
+    if len(xs) != len(ys):
+        raise ValueError(
+            f"{a_name} has {len(xs)} sequences but {b_name} has {len(ys)}: give one length per sequence."
+        )
+    return list(zip(xs, ys, strict=True))
+
+
+# ---- building blocks (per sequence) -------------------------------------------------------
+def linear_flops_per_token(shape: ModelShape) -> int:
+    """Forward FLOPs of one block's weight matrices for one token: ``2 · Σ in·out``.
+
+    The "2N per token" rule (Kaplan et al. 2020, §2.1): each weight is one multiply-accumulate
+    per token.
+    """
+    return 2 * sum(i * o for i, o in shape.linears().values())
+
+
+def adapter_flops_per_token(shape: ModelShape, lora: Any | None) -> int:
+    """Forward FLOPs of one block's LoRA adapters for one token: ``2 · r · Σ (in + out)``.
+
+    An adapter ``B·A`` on an ``in → out`` projection is two matmuls, ``in → r`` then ``r → out``
+    (Hu et al. 2021, LoRA), so ``r·(in + out)`` multiply-accumulates per token.
+    """
+    if lora is None:
+        return 0
+    linears = shape.linears()
+    return 2 * lora.r * sum(sum(linears[m]) for m in lora_targets(shape, lora))
+
+
+def attention_flops(shape: ModelShape, queries: int, keys: int) -> int:
+    """Forward FLOPs of one block's attention scores and mixing: ``4 · q_dim · queries · keys``.
+
+    ``Q·Kᵀ`` and ``P·V`` each cost ``2·queries·keys·head_dim`` per query head (Hoffmann et
+    al. 2022, App. F). Grouped-query attention shares K/V across heads but still computes one
+    score matrix per query head, so it costs the same as multi-head attention here.
+    """
+    return 4 * shape.q_dim * queries * keys
+
+
+def backbone_forward_flops(shape: ModelShape, seq_len: int, lora: Any | None = None) -> int:
+    """Forward FLOPs of all decoder blocks on one sequence of ``seq_len`` tokens, no cache.
+
+    ``layers · (seq_len · (2·P_block + adapters) + 4·q_dim·seq_len²)``.
+    """
+    per_token = linear_flops_per_token(shape) + adapter_flops_per_token(shape, lora)
+    return shape.layers * (seq_len * per_token + attention_flops(shape, seq_len, seq_len))
+
+
+def lm_head_flops(shape: ModelShape, positions: int) -> int:
+    """Forward FLOPs of the LM head on ``positions`` hidden states: ``2 · h · V`` each."""
+    return 2 * shape.hidden * shape.vocab * positions
+
+
+# ---- the components -----------------------------------------------------------------------
+def generation_flops(
+    model_config: Any,
+    prompt_lens: Iterable[int],
+    completion_lens: Iterable[int],
+    lora: Any | None = None,
+) -> int:
+    """FLOPs of generating each completion after its prompt with a KV cache (the search cost).
+
+    For a prompt of ``p`` tokens and a completion of ``c ≥ 1`` tokens, ``generate`` runs:
+
+    - a prefill over the ``p`` prompt tokens: blocks on ``p`` tokens, attention ``p × p``, and
+      the LM head on the last position only (transformers sets ``logits_to_keep=1``; vLLM also
+      projects only the sampled positions), which yields completion token 1;
+    - ``c − 1`` decode steps: step ``j`` feeds completion token ``j`` at position ``p + j − 1``,
+      attends over ``p + j`` cached keys, and projects 1 position. The last token is never fed.
+
+    Summing, with ``F = 2·P_block (+ adapters)`` per token and per block::
+
+        layers · (F·(p + c − 1) + 4·q_dim·(p² + (c − 1)·p + c·(c − 1)/2)) + 2·h·V·c
+
+    That is the per-token ``2N`` of Kaplan et al. (2020, §2.1) plus attention over each
+    position's real context (Hoffmann et al. 2022, App. F), as nanochat's
+    ``estimate_decode_flops`` counts decoding. LoRA adapters that are not merged (PEFT, vLLM's
+    punica kernels) add their matmuls to every position.
+
+    Args:
+        model_config: the policy's ``PretrainedConfig``.
+        prompt_lens: prompt tokens of each rollout.
+        completion_lens: generated tokens of each rollout (EOS included), each ≥ 1.
+        lora: adapters active during generation (``LoraSpec`` or ``peft.LoraConfig``), if any.
+    """
+    shape = model_shape(model_config)
+    per_token = linear_flops_per_token(shape) + adapter_flops_per_token(shape, lora)
+    total = 0
+    for p, c in _paired(prompt_lens, completion_lens, "prompt_lens", "completion_lens"):
+        if c < 1:
+            raise ValueError(
+                f"completion length {c}: generation produces at least one token per rollout."
+            )
+        keys = p * p + (c - 1) * p + c * (c - 1) // 2
+        total += shape.layers * (per_token * (p + c - 1) + attention_flops(shape, 1, keys))
+        total += lm_head_flops(shape, c)
+    return total
+
+
+def forward_flops(
+    model_config: Any,
+    seq_lens: Iterable[int],
+    logits_lens: Iterable[int] | None = None,
+    lora: Any | None = None,
+) -> int:
+    """FLOPs of one forward pass (no cache) over whole sequences: log-prob passes without grad.
+
+    Per sequence of ``s`` tokens with ``ℓ`` positions projected through the LM head::
+
+        layers · (s·F + 4·q_dim·s²) + 2·h·V·ℓ
+
+    (``2N`` per token, Kaplan et al. 2020 §2.1; attention as in Hoffmann et al. 2022 App. F.)
+
+    TRL's GRPO reference-model and old-policy passes run the policy on prompt + completion and
+    score the completion only (``_get_per_token_logps_and_entropies``). Its fused LM head
+    projects only the completion positions on CUDA/XPU (``ℓ = completion length``), and every
+    position but the last of the padded row elsewhere (``ℓ = s − 1``). Under LoRA the reference
+    is the base model with adapters disabled (pass ``lora=None``); the old policy has them on.
+
+    Args:
+        model_config: the model's ``PretrainedConfig``.
+        seq_lens: tokens of each sequence.
+        logits_lens: LM-head positions of each sequence; default: every position (``ℓ = s``).
+        lora: active adapters, if any.
+    """
+    shape = model_shape(model_config)
+    total = 0
+    for s, ell in _paired(seq_lens, logits_lens, "seq_lens", "logits_lens"):
+        if ell > s:
+            raise ValueError(f"logits length {ell} > sequence length {s}.")
+        total += backbone_forward_flops(shape, s, lora) + lm_head_flops(shape, ell)
+    return total
+
+
+def _lora_backward_block(
+    shape: ModelShape, targets: frozenset[str], r: int, seq_len: int, input_grad: bool
+) -> tuple[int, bool]:
+    """Backward FLOPs of one block whose base weights are frozen, and whether its output needs grad.
+
+    Autograd computes a matmul's input gradient only for inputs that require grad, and no
+    weight gradient for a frozen weight. In the first block the input comes from a frozen
+    embedding, so nothing upstream of the first adapter needs a gradient (unless PEFT's
+    ``enable_input_require_grads`` is on, which TRL sets under gradient checkpointing).
+    """
+    linears = shape.linears()
+    flops_per_token = 0
+    requires = {}  # projection → whether its output requires grad
+
+    def linear(name: str, x_grad: bool) -> None:
+        nonlocal flops_per_token
+        d_in, d_out = linears[name]
+        if x_grad:  # base input gradient dX = dY·Wᵀ
+            flops_per_token += 2 * d_in * d_out
+        if name in targets:  # dB, d(A·x), dA, and dx through A when x needs it
+            flops_per_token += 2 * r * d_out * 2 + 2 * d_in * r * (2 if x_grad else 1)
+        requires[name] = x_grad or name in targets
+
+    for name in ("q", "k", "v"):
+        linear(name, input_grad)
+    scores_grad = requires["q"] or requires["k"]
+    mixed_grad = scores_grad or requires["v"]
+    # Q·Kᵀ → dQ, dK; P·V → dP, dV; each as costly as its forward product.
+    n_grads = sum((requires["q"], requires["k"], scores_grad, requires["v"]))
+    attention = n_grads * attention_flops(shape, seq_len, seq_len) // 2
+    linear("o", mixed_grad)
+    residual_grad = input_grad or requires["o"]
+    if shape.gated_mlp:
+        linear("gate", residual_grad)
+        linear("up", residual_grad)
+        linear("down", requires["gate"] or requires["up"])
+    else:
+        linear("up", residual_grad)
+        linear("down", requires["up"])
+    out_grad = residual_grad or requires["down"]
+    return seq_len * flops_per_token + attention, out_grad
+
+
+def training_flops(
+    model_config: Any,
+    seq_lens: Iterable[int],
+    logits_lens: Iterable[int] | None = None,
+    lora: Any | None = None,
+    *,
+    gradient_checkpointing: bool = False,
+    fused_lm_head: bool = True,
+) -> int:
+    """FLOPs of one policy forward + backward (one update pass), as TRL's GRPOTrainer runs it.
+
+    Full fine-tuning: every matmul has an input gradient and a weight gradient, each as costly
+    as the forward, so forward + backward = 3 × forward (Kaplan et al. 2020, §2.1: ``C ≈ 6N``
+    per token; the same ratio holds for the attention products ``dQ, dK`` and ``dP, dV``)::
+
+        3 · layers · (s·2·P_block + 4·q_dim·s²)  +  LM head
+
+    LoRA: the frozen backbone costs its forward plus activation gradients (``dX = dY·Wᵀ``, no
+    ``dW``), the adapters their forward plus both gradients. Activation gradients stop where
+    nothing upstream requires grad: in the first block (fed by a frozen embedding) only what
+    lies downstream of an adapter is differentiated; see ``_lora_backward_block``.
+
+    LM head on ``ℓ`` positions: TRL ≥ 1.x scores completions with a fused, chunked log-prob
+    kernel (``trl.kernels.ChunkedLogProbFunction``) whose backward recomputes the logits, then
+    forms ``dH`` and, if the head is trainable, ``dW``: ``2·h·V·ℓ`` × (1 + 1 + 1 + [trainable]).
+    A plain head (``fused_lm_head=False``) skips the recompute. With tied embeddings the head
+    is trainable under full fine-tuning and frozen under LoRA, like an untied one.
+
+    Gradient checkpointing (transformers checkpoints each decoder block) recomputes the blocks'
+    forward during backward: hardware FLOPs, as opposed to model FLOPs, in the sense of PaLM's
+    model/hardware FLOPs utilization (Chowdhery et al. 2022). The LM head is not checkpointed. transformers 5 uses PyTorch's non-reentrant
+    checkpoint, whose recomputation stops once the last tensor that backward needs is rebuilt,
+    so each block's final matmul (``down_proj``, or its LoRA ``B`` when adapted), whose output
+    only feeds the residual add, is not recomputed. Under LoRA, checkpointing also turns on the
+    embedding output's ``requires_grad`` (transformers and TRL both do), so the first block's
+    input gradients are formed too.
+
+    Args:
+        model_config: the policy's ``PretrainedConfig``.
+        seq_lens: tokens of each sequence (prompt + completion).
+        logits_lens: LM-head positions of each sequence (see ``forward_flops``); default ``s``.
+        lora: ``LoraSpec`` / ``peft.LoraConfig`` for LoRA training, ``None`` for full fine-tuning.
+        gradient_checkpointing: count the recomputed block forwards (and, under LoRA, the input
+            gradients that PEFT's ``enable_input_require_grads`` turns on).
+        fused_lm_head: TRL's chunked log-prob head (True) or a plain ``nn.Linear`` head.
+    """
+    shape = model_shape(model_config)
+    head_passes = (2 if fused_lm_head else 1) + (1 if lora is None else 0)
+    total = 0
+    for s, ell in _paired(seq_lens, logits_lens, "seq_lens", "logits_lens"):
+        if ell > s:
+            raise ValueError(f"logits length {ell} > sequence length {s}.")
+        backbone = backbone_forward_flops(shape, s, lora)
+        if lora is None:
+            backward = 2 * backbone
+        else:
+            targets, backward, grad = lora_targets(shape, lora), 0, gradient_checkpointing
+            for _ in range(shape.layers):
+                flops, grad = _lora_backward_block(shape, targets, lora.r, s, grad)
+                backward += flops
+        total += backbone + backward + (1 + head_passes) * lm_head_flops(shape, ell)
+        if gradient_checkpointing:
+            total += backbone - shape.layers * s * _unrecomputed_flops_per_token(shape, lora)
+    return total
+
+
+def _unrecomputed_flops_per_token(shape: ModelShape, lora: Any | None) -> int:
+    """Forward FLOPs per token of a block's last matmul, skipped by non-reentrant recomputation.
+
+    ``torch.utils.checkpoint(use_reentrant=False)`` stops recomputing after the last saved
+    tensor (PyTorch ≥ 2.1, "early stopping"). The block ends ``h + down(m)`` (+ ``B·A·m`` under
+    LoRA): the output of the final matmul is saved by nothing, so that matmul is not rerun.
+    """
+    if lora is not None and "down" in lora_targets(shape, lora):
+        return 2 * lora.r * shape.hidden
+    d_in, d_out = shape.linears()["down"]
+    return 2 * d_in * d_out
+
+
+def reward_model_flops(reward_model_config: Any, seq_lens: Iterable[int]) -> int:
+    """FLOPs of a sequence-classification reward model's forward over the scored tokens.
+
+    ``*ForSequenceClassification`` runs the backbone over all ``s`` tokens and its ``score``
+    head (``h → num_labels``) on every position before pooling the last one::
+
+        layers · (s·2·P_block + 4·q_dim·s²) + 2·h·num_labels·s
+
+    A generative judge is a causal LM: count it with ``forward_flops`` / ``generation_flops``.
+    """
+    shape = model_shape(reward_model_config)
+    return sum(
+        backbone_forward_flops(shape, s) + 2 * shape.hidden * shape.num_labels * s
+        for s in _ints(seq_lens, "seq_lens")
+    )
