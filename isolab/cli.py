@@ -151,7 +151,7 @@ def difficulty(
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         fail(str(exc))
     counts, centers = splits.histogram()
-    table = Table(f"avg@{splits.k}", "problems", "")
+    table = Table(f"avg@{splits.k}", "problems", "", title="base model: problems per avg@k")
     peak = max(counts.max(), 1)
     for c, x in zip(counts, centers, strict=True):
         table.add_row(f"{x:.3f}", str(int(c)), "█" * int(40 * c / peak))
@@ -225,40 +225,39 @@ def _train_with_progress(cfg, tracking_uri):
 
 
 def _print_results(rows) -> None:
-    table = Table(
+    """Two compact tables: validation metrics base → final, then the FLOP split and ρ."""
+    evals = Table("run", "avg@4", "best@4", "worst@4", title="validation: base → final")
+    spend = Table(
         "run",
-        "",
-        "avg@4",
-        "best@4",
-        "worst@4",
         "search",
         "learning",
         "reward",
-        "total FLOPs",
+        "FLOPs",
         "ρ",
-        "wall (s)",
-        title="base → final (validation)",
+        "wall s",
+        title="compute (shares of flops/total)",
     )
     for cfg, r in rows:
+        cells = [
+            f"{r.base_eval.get(f'eval/{k}@4', float('nan')):.3f} → "
+            f"{r.final_eval.get(f'eval/{k}@4', float('nan')):.3f}"
+            for k in ("avg", "best", "worst")
+        ]
+        evals.add_row(cfg.run_name, *cells)
         m = r.final_metrics
         total = m.get("flops/total", 0.0) or 1.0
-        share = {k: m.get(f"flops/{k}", 0.0) / total for k in ("search", "learning", "reward")}
-        for label, ev in (("base", r.base_eval), ("final", r.final_eval)):
-            cells = [f"{ev.get(f'eval/{k}@4', float('nan')):.3f}" for k in ("avg", "best", "worst")]
-            tail = (
-                [
-                    f"{share['search']:.0%}",
-                    f"{share['learning']:.0%}",
-                    f"{share['reward']:.0%}",
-                    f"{m.get('flops/total', 0):.3g}",
-                    f"{m.get('compute/rho', 0):.2f}",
-                    f"{r.wall_time_s:.0f}",
-                ]
-                if label == "final"
-                else [""] * 6
-            )
-            table.add_row(cfg.run_name if label == "base" else "", label, *cells, *tail)
-    console.print(table)
+        shares = [
+            f"{m.get(f'flops/{k}', 0.0) / total:.0%}" for k in ("search", "learning", "reward")
+        ]
+        spend.add_row(
+            cfg.run_name,
+            *shares,
+            f"{m.get('flops/total', 0):.2e}",
+            f"{m.get('compute/rho', 0):.2f}",
+            f"{r.wall_time_s:.0f}",
+        )
+    console.print(evals)
+    console.print(spend)
 
 
 @app.command()
@@ -383,4 +382,21 @@ def _register_optional() -> None:
 
 def main() -> None:
     logging.basicConfig(level=os.environ.get("ISOLAB_LOG", "WARNING"))
+    quiet_libraries()
     app()
+
+
+def quiet_libraries() -> None:
+    """Keep the terminal for isolab's own progress: no per-load bars or deprecation chatter."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # read when mlflow is imported
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass

@@ -66,11 +66,10 @@ class Splits:
             raise ValueError(f"split {split!r} not in {sorted(self.splits)}")
         return self.splits[split][part]
 
-    def histogram(self, bins: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Counts of problems per avg@k value (k+1 bins: 0/k … k/k by default)."""
-        edges = np.linspace(0, 1, (bins or self.k) + 2) - 0.5 / (bins or self.k)
-        counts, _ = np.histogram(self.avg, bins=edges)
-        return counts, (edges[:-1] + edges[1:]) / 2
+    def histogram(self) -> tuple[np.ndarray, np.ndarray]:
+        """Problems per avg@k value: counts for 0/k, 1/k, …, k/k and those values."""
+        solved = np.rint(np.asarray(self.avg) * self.k).astype(int)
+        return np.bincount(solved, minlength=self.k + 1), np.arange(self.k + 1) / self.k
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
