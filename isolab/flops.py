@@ -39,6 +39,8 @@ decoder-only families with the standard ``hidden_size`` / ``num_hidden_layers`` 
 
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -209,6 +211,7 @@ def _paired(
 
 
 # ---- building blocks (per sequence) -------------------------------------------------------
+@functools.lru_cache(maxsize=128)  # called once per sequence by the ledger: keep it O(1)
 def linear_flops_per_token(shape: ModelShape) -> int:
     """Forward FLOPs of one block's weight matrices for one token: ``2 · Σ in·out``.
 

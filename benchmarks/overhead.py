@@ -1,0 +1,130 @@
+"""isolab's overhead per training step: the wrapped run vs a bare TRL `GRPOTrainer`.
+
+Both runs use the same `GRPOConfig`, model, data and reward; the wrapped run adds the FLOP
+ledger's token accounting, the MLflow logging (buffered) and the evaluation callback (evaluation
+itself happens only at the first and last step, outside the median). Runs alternate in one
+process so that machine load hits both alike; the median step time of each is compared.
+
+    python benchmarks/overhead.py [--steps 20] [--rounds 3]
+
+Target: ratio ≤ 1.03.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+import warnings
+
+from transformers import PrinterCallback, TrainerCallback
+
+from isolab import models
+from isolab.cli import quiet_libraries
+from isolab.config import RunConfig
+from isolab.rewards import get_reward
+from isolab.train import grpo_args, prepare, train
+
+
+class StepTimer(TrainerCallback):
+    """Full-cycle step times: the interval between consecutive step ends (everything a step
+    costs, logging included), measured the same way as `wrapped_run`'s `on_step`."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self._last = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kw):
+        now = time.perf_counter()
+        self.times.append(now - self._last)
+        self._last = now
+
+
+def bare_run(cfg: RunConfig) -> list[float]:
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    model, tok, task, train_problems, _ = prepare(cfg)
+    data = Dataset.from_dict(
+        {
+            "prompt": [task.prompt(p) for p in train_problems],
+            "answer": [p.answer for p in train_problems],
+        }
+    )
+    timer = StepTimer()
+    with tempfile.TemporaryDirectory() as out:
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=[get_reward(cfg.reward, task)],
+            args=grpo_args(cfg, out, cfg.max_completion_tokens),
+            train_dataset=data,
+            processing_class=tok,
+            callbacks=[timer],
+        )
+        trainer.remove_callback(PrinterCallback)
+        trainer.train()
+    return timer.times[1:]  # the first interval includes set-up, as in wrapped_run
+
+
+def wrapped_run(cfg: RunConfig, uri: str) -> list[float]:
+    """Step times of `isolab.train.train`, from the same TrainerCallback hooks."""
+    times: list[float] = []
+    last = [time.perf_counter()]
+
+    def on_step(step: int, metrics: dict) -> None:
+        now = time.perf_counter()
+        times.append(now - last[0])
+        last[0] = now
+
+    train(cfg, tracking_uri=uri, on_step=on_step)
+    # on_step fires at the end of each step: the first interval includes set-up, drop it.
+    return times[1:]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--n", type=int, default=8)
+    parser.add_argument("--B_p", type=int, default=8)
+    args = parser.parse_args()
+    quiet_libraries()
+    warnings.filterwarnings("ignore")
+    models.build("tiny-m")
+    cfg = RunConfig(
+        study="bench-overhead",
+        n=args.n,
+        B_p=args.B_p,
+        M=args.steps,
+        eval_problems=16,
+        eval_k_samples=4,
+    )
+    bare: list[float] = []
+    wrapped: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        uri = f"sqlite:///{tmp}/mlflow.db"
+        for r in range(args.rounds):
+            # Skip the first step of every run (warm-up) and the last of both (the wrapped run
+            # holds its final evaluation there).
+            b = bare_run(cfg.replace(seed=r))[1:-1]
+            w = wrapped_run(cfg.replace(seed=r), uri)[1:-1]
+            bare += b
+            wrapped += w
+            print(
+                f"round {r}: bare median {statistics.median(b) * 1e3:.1f} ms, "
+                f"isolab median {statistics.median(w) * 1e3:.1f} ms"
+            )
+    mb, mw = statistics.median(bare), statistics.median(wrapped)
+    print(
+        f"\nmedian step time over {len(bare)} / {len(wrapped)} steps: bare {mb * 1e3:.1f} ms, "
+        f"isolab {mw * 1e3:.1f} ms"
+    )
+    ratio = mw / mb
+    print(
+        f"ratio isolab / bare = {ratio:.3f} (target ≤ 1.03): {'PASS' if ratio <= 1.03 else 'FAIL'}"
+    )
+
+
+if __name__ == "__main__":
+    main()
