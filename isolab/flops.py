@@ -40,7 +40,6 @@ decoder-only families with the standard ``hidden_size`` / ``num_hidden_layers`` 
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
