@@ -383,6 +383,7 @@ def _register_optional() -> None:
 def main() -> None:
     logging.basicConfig(level=os.environ.get("ISOLAB_LOG", "WARNING"))
     quiet_libraries()
+    _register_optional()
     app()
 
 

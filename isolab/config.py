@@ -37,7 +37,9 @@ class RunConfig:
         model: model preset (`tiny-s`, `tiny-m`, `tiny-l`, `smollm2-135m`) or a hub id / local path.
         task: problem family: `arithmetic` (synthetic), `gsm8k`, `math500`.
         split: difficulty split of the base model: `easy`, `hard` or `all` (see `isolab difficulty`).
-        reward: reward system name (`sparse` = final answer correct, 1/0).
+        reward: reward system: rule-based `sparse` (answer correct, 1/0), `structured`
+            (format + correctness), `dense` (partial credit); model-based `orm`, `prm`,
+            `proxy-prm` (charged to `flops/reward`; `extra: {reward_model: ...}` picks the model).
         n: rollouts per problem (TRL's `num_generations`), ≥ 2 so that GRPO has a group.
         B_p: problems per optimizer step.
         M: optimizer steps (TRL's `max_steps`).

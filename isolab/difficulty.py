@@ -179,3 +179,22 @@ def load_or_label(
     )
     splits.save(path)
     return splits
+
+
+def unlabelled(
+    task_name: str, pool_size: int, val_size: int, data_dir: str | None = None, seed: int = 0
+) -> tuple[list[Problem], list[Problem]]:
+    """(train, validation) problems of split `all`: no base-model sampling needed.
+
+    Arithmetic draws a pool from `seed`; GSM8K trains on its train split and validates on its
+    test split; MATH-500 (a test set only) holds out `val_size` problems of its 500.
+    """
+    task = get_task(task_name, "raw" if task_name == "arithmetic" else "chat")
+    if task_name == "gsm8k":
+        train = task.problems(split="train", data_dir=data_dir, limit=pool_size)
+        return train, task.problems(split="test", data_dir=data_dir, limit=val_size)
+    problems = task.problems(split="test", data_dir=data_dir, limit=pool_size, seed=seed)
+    problems = problems[:]
+    random.Random(seed).shuffle(problems)
+    n_val = min(val_size, len(problems) // 4) or 1
+    return problems[n_val:], problems[:n_val]

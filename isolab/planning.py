@@ -61,6 +61,7 @@ def plan_config(
     cfg: RunConfig, prompt_len: float | None = None, completion_len: float | None = None
 ) -> dict[str, Any]:
     """The ledger's plan for `cfg`: per-step and total FLOPs of each component, and ρ."""
+    from isolab.rewards import reward_model_config_for
     from isolab.train import _lora_spec
 
     if prompt_len is None or completion_len is None:
@@ -78,5 +79,6 @@ def plan_config(
         num_iterations=cfg.num_iterations,
         lora=_lora_spec(cfg),
         gradient_checkpointing=cfg.gradient_checkpointing,
+        reward_model_config=reward_model_config_for(cfg),
     )
     return {**plan, "prompt_len": prompt_len, "completion_len": completion_len}

@@ -26,7 +26,7 @@ from isolab.config import RunConfig
 from isolab.evaluate import metrics_from_counts, sample_and_grade
 from isolab.flops import LoraSpec
 from isolab.ledger import FlopLedger
-from isolab.rewards import get_reward
+from isolab.rewards import get_reward, reward_model_config_for
 from isolab.tasks import Task
 from isolab.tracking import RunLogger
 
@@ -123,6 +123,14 @@ def make_trainer_class():
     class LedgerGRPOTrainer(GRPOTrainer):
         ledger: FlopLedger
         rollouts_since_step: int = 0
+        search_time_s: float = 0.0  # wall time inside TRL's `_generate` (HF generate or vLLM)
+        completion_tokens: int = 0
+
+        def _generate(self, prompts):
+            t0 = time.perf_counter()
+            out = super()._generate(prompts)
+            self.search_time_s += time.perf_counter() - t0
+            return out
 
         def _generate_and_score_completions(self, inputs):
             out = super()._generate_and_score_completions(inputs)
@@ -136,6 +144,7 @@ def make_trainer_class():
             if "ref_per_token_logps" in out:
                 self.ledger.record_reference_forward(seq_lens, logits_lens)
             self.rollouts_since_step += len(prompt_lens)
+            self.completion_tokens += sum(completion_lens)
             return out
 
         def _prepare_inputs(self, generation_batch):
@@ -152,12 +161,15 @@ def make_trainer_class():
 
 
 def _timed(fn: Callable, ledger: FlopLedger) -> Callable:
-    """Rule-based rewards cost no FLOPs; their wall time goes to the ledger instead."""
+    """Every reward's wall time goes to the ledger; a model-based reward's forward passes too,
+    from the tokens it scored (`fn.last_seq_lens`, see `isolab.rewards`). Rule-based: 0 FLOPs."""
 
     def wrapper(*args, **kwargs):
         t0 = time.perf_counter()
         out = fn(*args, **kwargs)
         ledger.record_reward_time(time.perf_counter() - t0)
+        if getattr(fn, "reward_model_config", None) is not None:
+            ledger.record_reward_model(fn.last_seq_lens)
         return out
 
     wrapper.__name__ = getattr(fn, "__name__", "reward")
@@ -231,6 +243,13 @@ def make_callback(
             trainer.rollouts_since_step = 0
             step = st.global_step
             metrics = ledger.end_step(rollouts)
+            state["search_s"] = state.get("search_s", 0.0) + trainer.search_time_s
+            trainer.search_time_s = 0.0
+            metrics["time/search_s"] = state["search_s"]
+            if state["search_s"] > 0:
+                metrics["throughput/completion_tokens_per_s"] = (
+                    trainer.completion_tokens / state["search_s"]
+                )
             cum_rollouts = int(metrics["compute/rollouts"])
             if evaluator.due(step, cum_rollouts, step >= total_steps):
                 ev = evaluator(model, step, max_new_tokens)
@@ -262,12 +281,18 @@ def _eval_flops(ledger: FlopLedger) -> float:
 def prepare(cfg: RunConfig):
     """Model, tokenizer, task, splits: everything a run needs before it can be logged."""
     model_name = cfg.model
-    splits = difficulty.load_or_label(
-        model_name, cfg.task, pool_size=cfg.pool_size, data_dir=cfg.data_dir
-    )
     task = difficulty.task_for(model_name, cfg.task)
-    train_problems = splits.train(cfg.split)
-    val_problems = splits.val(cfg.split)[: cfg.eval_problems]
+    if cfg.split == "all":
+        train_problems, val_problems = difficulty.unlabelled(
+            cfg.task, cfg.pool_size, cfg.eval_problems, data_dir=cfg.data_dir
+        )
+    else:
+        splits = difficulty.load_or_label(
+            model_name, cfg.task, pool_size=cfg.pool_size, data_dir=cfg.data_dir
+        )
+        train_problems = splits.train(cfg.split)
+        val_problems = splits.val(cfg.split)
+    val_problems = val_problems[: cfg.eval_problems]
     if len(train_problems) < cfg.B_p:
         raise ValueError(
             f"split {cfg.split!r} of {model_name} has {len(train_problems)} training problems but "
@@ -300,6 +325,7 @@ def train(
     ledger = FlopLedger(
         model.config,
         lora=_lora_spec(cfg),
+        reward_model_config=reward_model_config_for(cfg),
         gradient_checkpointing=cfg.gradient_checkpointing,
         lora_merged_for_generation=use_vllm(cfg),  # TRL merges adapters before syncing to vLLM
     )
@@ -317,7 +343,7 @@ def train(
                 "answer": [p.answer for p in train_problems],
             }
         )
-        reward = _timed(get_reward(cfg.reward, task), ledger)
+        reward = _timed(get_reward(cfg.reward, task, cfg.extra.get("reward_model")), ledger)
         evaluator = Evaluator(cfg, task, val_problems, tok, ledger)
         trainer_ref: dict[str, Any] = {}
         callback = make_callback(

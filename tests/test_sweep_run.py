@@ -1,0 +1,176 @@
+"""The smoke study end to end: two local workers, a killed and resumed runner, Ray."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import typer
+from mlflow.tracking import MlflowClient
+from typer.testing import CliRunner
+
+from isolab import cli_sweep, sweep
+from isolab.study_spec import StudyPlan, StudySpec, plan_study
+from isolab.tracking import RUN_KEY_TAG, find_runs
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = REPO / "studies" / "smoke.yaml"
+METRICS = (
+    "eval/avg_at_4",
+    "eval/best_at_4",
+    "eval/worst_at_4",
+    "eval/avg_at_1",
+    "flops/total",
+    "flops/search",
+    "flops/learning",
+    "compute/rho",
+    "compute/rollouts",
+    "reward",
+    "loss",
+    "kl",
+)
+
+
+@pytest.fixture(scope="module")
+def plan() -> StudyPlan:
+    return plan_study(StudySpec.from_yaml(SMOKE))
+
+
+def cli(*args: str):
+    app = typer.Typer()
+    cli_sweep.register(app)
+    return CliRunner().invoke(app, ["sweep", *args])
+
+
+def runs_by_status(uri: str) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for run in find_runs("smoke", uri):
+        out.setdefault(run.info.status, []).append(run)
+    return out
+
+
+def assert_complete(plan: StudyPlan, uri: str, points=None) -> dict[str, str]:
+    """Every point FINISHED exactly once, with all its metrics at the common checkpoints."""
+    client = MlflowClient(uri)
+    finished = runs_by_status(uri).get("FINISHED", [])
+    by_key: dict[str, list] = {}
+    for run in finished:
+        by_key.setdefault(run.data.tags[RUN_KEY_TAG], []).append(run)
+    points = plan.points if points is None else points
+    assert sorted(by_key) == sorted(p.run_key for p in points)
+    for p in points:
+        (run,) = by_key[p.run_key]
+        missing = [m for m in METRICS if m not in run.data.metrics]
+        assert not missing, f"{p.config.run_name} lacks {missing}"
+        assert run.data.metrics["compute/rollouts"] == p.config.rollouts == 128
+        B, M = p.config.B, p.config.M
+        history = client.get_metric_history(run.info.run_id, "eval/avg_at_4")
+        expected = {0, M} | {min(math.ceil(c / B), M) for c in (32, 64, 128)}
+        assert {m.step for m in history} == expected
+    assert "RUNNING" not in runs_by_status(uri)
+    return {key: runs[0].info.run_id for key, runs in by_key.items()}
+
+
+def test_smoke_study_with_two_workers(isolab_cache, tracking_uri, plan):
+    t0 = time.perf_counter()
+    result = cli("run", str(SMOKE), "--workers", "2", "--tracking-uri", tracking_uri)
+    assert result.exit_code == 0, result.output
+    wall = time.perf_counter() - t0
+    assert "12 finished, 0 failed" in result.output
+    assert result.output.count("✓") == 12
+    first = assert_complete(plan, tracking_uri)
+    print(f"12-point smoke study, --workers 2: {wall:.1f} s")
+
+    again = cli("run", str(SMOKE), "--workers", "2", "--tracking-uri", tracking_uri)
+    assert again.exit_code == 0, again.output
+    assert "12 finished (skipped)" in again.output and "0 to run" in again.output
+    assert assert_complete(plan, tracking_uri) == first
+
+
+def _start(uri: str, log: Path) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "isolab.sweep", "run", str(SMOKE), "--workers", "2"]
+    return subprocess.Popen(
+        [*cmd, "--tracking-uri", uri],
+        cwd=REPO,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group, as a terminal job would be
+    )
+
+
+def _wait_for(
+    uri: str, finished: int, running: int, proc: subprocess.Popen, timeout_s: float = 240
+) -> None:
+    """Until `finished` runs are FINISHED and `running` are RUNNING (mid-sweep)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the sweep ended before it could be interrupted"
+        state = runs_by_status(uri)
+        if len(state.get("FINISHED", [])) >= finished and len(state.get("RUNNING", [])) >= running:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"not {finished} finished and {running} running after {timeout_s} s")
+
+
+def test_interrupted_sweeps_resume_without_losing_or_redoing_runs(
+    isolab_cache, tracking_uri, plan, tmp_path
+):
+    log = tmp_path / "sweep.log"
+    # 1. Ctrl-C (SIGINT to the job's process group): clean stop, runs cut short are KILLED.
+    proc = _start(tracking_uri, log)
+    _wait_for(tracking_uri, 2, 1, proc)
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=120) == 130, log.read_text()
+    assert "Resume with:" in log.read_text()
+    state = runs_by_status(tracking_uri)
+    assert "RUNNING" not in state, log.read_text()
+    done_1 = {r.data.tags[RUN_KEY_TAG]: r.info.run_id for r in state["FINISHED"]}
+
+    # 2. SIGKILL of the runner alone: its workers die with it, their runs stay RUNNING.
+    proc = _start(tracking_uri, log)
+    _wait_for(tracking_uri, len(done_1) + 2, 2, proc)  # both workers mid-run
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    time.sleep(2)
+    state = runs_by_status(tracking_uri)
+    orphans = state.get("RUNNING", [])
+    assert orphans, "the kill should leave runs RUNNING"
+    for run in orphans:
+        assert not sweep.process_alive(int(run.data.tags["isolab.pid"])), "a worker outlived it"
+    done_2 = {r.data.tags[RUN_KEY_TAG]: r.info.run_id for r in state["FINISHED"]}
+    assert done_1.items() <= done_2.items()
+
+    # 3. Run again to the end: nothing finished is lost or redone; dead RUNNING runs → FAILED.
+    proc = _start(tracking_uri, log)
+    assert proc.wait(timeout=400) == 0, log.read_text()
+    final = assert_complete(plan, tracking_uri)
+    assert done_2.items() <= final.items()
+    client = MlflowClient(tracking_uri)
+    for run in orphans:
+        assert client.get_run(run.info.run_id).info.status == "FAILED"
+    assert f"{len(done_2)} finished (skipped)" in log.read_text()
+
+
+def test_smoke_study_on_a_local_ray_instance(isolab_cache, tracking_uri, plan):
+    pytest.importorskip("ray")
+    result = cli(
+        "run", str(SMOKE), "--backend", "ray", "--workers", "2", "--tracking-uri", tracking_uri
+    )
+    assert result.exit_code == 0, result.output
+    assert "12 finished, 0 failed" in result.output
+    assert_complete(plan, tracking_uri)
+
+
+def test_ray_cluster_needs_a_tracking_server(tracking_uri, tmp_path):
+    result = cli(
+        "run", str(SMOKE), "--backend", "ray", "--address", "ray://x:10001",
+        "--tracking-uri", f"sqlite:///{tmp_path / 'x.db'}",
+    )  # fmt: skip
+    assert result.exit_code == 2 and "tracking" in result.output
+    assert not (tmp_path / "x.db").exists()
