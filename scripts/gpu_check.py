@@ -43,12 +43,32 @@ def peak_tflops(override: float | None) -> float:
 
 
 def random_smollm2(path: str) -> str:
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    """A randomly initialised model of SmolLM2-135M's exact shape, with a character tokenizer
+    padded to its 49,152-entry vocabulary (so every sampled id decodes)."""
+    import string
 
-    from isolab.models import build_char_tokenizer
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+    vocab_size = 49152
+    vocab = {"<pad>": 0, "<bos>": 1, "<eos>": 2}
+    for ch in string.printable:
+        vocab.setdefault(ch, len(vocab))
+    for i in range(len(vocab), vocab_size):
+        vocab[f"<t{i}>"] = i
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<pad>"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    core.decoder = decoders.Fuse()
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        pad_token="<pad>",
+        bos_token="<bos>",
+        eos_token="<eos>",
+        padding_side="left",
+    )
+    tok.chat_template = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
     cfg = LlamaConfig(
-        vocab_size=49152,
+        vocab_size=vocab_size,
         hidden_size=576,
         intermediate_size=1536,
         num_hidden_layers=30,
@@ -57,14 +77,12 @@ def random_smollm2(path: str) -> str:
         tie_word_embeddings=True,
         max_position_embeddings=8192,
         rope_theta=100000.0,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
     )
     torch.manual_seed(0)
     LlamaForCausalLM(cfg).save_pretrained(path)
-    try:
-        tok = AutoTokenizer.from_pretrained("HuggingFaceTB/SmolLM2-135M-Instruct")
-    except OSError:
-        tok = build_char_tokenizer("0123456789+=abcdefghijklmnopqrstuvwxyz .,?$#\n")
-        tok.chat_template = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
     tok.save_pretrained(path)
     return path
 
