@@ -85,10 +85,14 @@ def wrapped_run(cfg: RunConfig, uri: str) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--n", type=int, default=8)
     parser.add_argument("--B_p", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1: least noise)")
     args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
     quiet_libraries()
     warnings.filterwarnings("ignore")
     models.build("tiny-m")
