@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+
+from isolab.cli_common import TrackingUri, console, fail
 
 app = typer.Typer(
     help="isolab: where should RL post-training compute go? GRPO runs, a FLOP ledger, "
@@ -22,22 +23,6 @@ app = typer.Typer(
 )
 models_app = typer.Typer(help="Build and list model presets.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
-console = Console()
-err = Console(stderr=True)
-
-TrackingUri = Annotated[
-    str | None,
-    typer.Option(
-        "--tracking-uri",
-        help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///runs/mlflow.db).",
-    ),
-]
-
-
-def fail(message: str, code: int = 2) -> None:
-    """Print a fix-it message to stderr and exit non-zero."""
-    err.print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(code)
 
 
 def _progress() -> Progress:

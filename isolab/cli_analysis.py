@@ -12,25 +12,12 @@ from typing import Annotated, Any
 
 import polars as pl
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from isolab.cli_common import TrackingUri, console
+from isolab.cli_common import fail as _fail
+
 logger = logging.getLogger(__name__)
-console = Console()
-err = Console(stderr=True)
-
-TrackingUri = Annotated[
-    str | None,
-    typer.Option(
-        "--tracking-uri",
-        help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///runs/mlflow.db).",
-    ),
-]
-
-
-def _fail(message: str) -> None:
-    err.print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(2)
 
 
 def _load(target: str, tracking_uri: str | None, statuses: list[str] | None) -> pl.DataFrame:

@@ -13,6 +13,8 @@ import json
 import logging
 import os
 import random
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -160,9 +162,6 @@ def build(
     spec = TINY_PRESETS[name]
     t0 = time.perf_counter()
     model, tok, losses = _warm_start(spec, progress)
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
     info = {
         "preset": name,
         "spec": asdict(spec),
@@ -170,7 +169,19 @@ def build(
         "final_sft_loss": losses[-1],
         "build_time_s": round(time.perf_counter() - t0, 1),
     }
-    (out / "build_info.json").write_text(json.dumps(info, indent=2))
+    # Write into a private folder and move it in place: sweep workers building the same preset
+    # at once, or a crash mid-write, never leave a half-written model behind.
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out.parent))
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    (tmp / "build_info.json").write_text(json.dumps(info, indent=2))
+    if out.exists():
+        shutil.rmtree(out, ignore_errors=True)
+    try:
+        tmp.rename(out)
+    except OSError:  # another process moved its identical build in first
+        shutil.rmtree(tmp, ignore_errors=True)
     log.info("built %s in %.1fs (%d params)", name, info["build_time_s"], info["params"])
     return out
 
