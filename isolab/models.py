@@ -69,7 +69,7 @@ class TinySpec:
 # start has a sharp phase change: tiny-l at peak lr 5e-4 gave mean avg@16 0.07 after 550 steps,
 # 0.14 after 700 and 0.55 after 800 (0.76 after 900); at 2e-3 it stayed below 0.13 for 900 steps.
 # Base spreads over 4,000 problems (never / Hard / Easy / > 0.6): tiny-s 22/13/18/30%,
-# tiny-m 29/16/10/29%, tiny-l 10/8/16/52% (measured on 400 problems).
+# tiny-m 29/16/10/29%, tiny-l 10/8/17/48%.
 TINY_PRESETS: dict[str, TinySpec] = {
     "tiny-s": TinySpec(
         hidden_size=64, num_layers=2, num_heads=4, intermediate_size=128, sft_steps=800

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import typer
+import yaml
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
@@ -93,8 +94,8 @@ def test_smoke_study_with_two_workers(isolab_cache, tracking_uri, plan):
     assert assert_complete(plan, tracking_uri) == first
 
 
-def _start(uri: str, log: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "isolab.sweep", "run", str(SMOKE), "--workers", "2"]
+def _start(uri: str, log: Path, spec: Path = SMOKE) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "isolab.sweep", "run", str(spec), "--workers", "2"]
     return subprocess.Popen(
         [*cmd, "--tracking-uri", uri],
         cwd=REPO,
@@ -110,8 +111,9 @@ def _wait_for(
     """Until `finished` runs are FINISHED and `running` are RUNNING (mid-sweep)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        assert proc.poll() is None, "the sweep ended before it could be interrupted"
         state = runs_by_status(uri)
+        counts = {k: len(v) for k, v in state.items()}
+        assert proc.poll() is None, f"the sweep ended before it could be interrupted: {counts}"
         if len(state.get("FINISHED", [])) >= finished and len(state.get("RUNNING", [])) >= running:
             return
         time.sleep(0.1)
@@ -119,22 +121,32 @@ def _wait_for(
 
 
 def test_interrupted_sweeps_resume_without_losing_or_redoing_runs(
-    isolab_cache, tracking_uri, plan, tmp_path
+    isolab_cache, tracking_uri, tmp_path
 ):
     log = tmp_path / "sweep.log"
+    # The smoke study with a larger evaluation, so that each point runs long enough for the
+    # test to catch the sweep mid-flight on a fast machine (seconds per point, not one).
+    data = yaml.safe_load(SMOKE.read_text())
+    data["base"].update(eval_problems=64, eval_k_samples=8)
+    spec = tmp_path / "smoke.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    plan = plan_study(StudySpec.from_yaml(spec))
     # 1. Ctrl-C (SIGINT to the job's process group): clean stop, runs cut short are KILLED.
-    proc = _start(tracking_uri, log)
-    _wait_for(tracking_uri, 2, 1, proc)
+    proc = _start(tracking_uri, log, spec)
+    _wait_for(tracking_uri, 1, 1, proc)
     os.killpg(proc.pid, signal.SIGINT)
     assert proc.wait(timeout=120) == 130, log.read_text()
     assert "Resume with:" in log.read_text()
     state = runs_by_status(tracking_uri)
     assert "RUNNING" not in state, log.read_text()
     done_1 = {r.data.tags[RUN_KEY_TAG]: r.info.run_id for r in state["FINISHED"]}
+    assert len(done_1) < len(plan.points) - 1, f"Ctrl-C came too late: {len(done_1)} finished"
 
     # 2. SIGKILL of the runner alone: its workers die with it, their runs stay RUNNING.
-    proc = _start(tracking_uri, log)
-    _wait_for(tracking_uri, len(done_1) + 2, 2, proc)  # both workers mid-run
+    proc = _start(tracking_uri, log, spec)
+    # One more run finished and one mid-run: a window the 12-point sweep always passes through
+    # (asking for both workers mid-run after two more finished can miss it near the end).
+    _wait_for(tracking_uri, len(done_1) + 1, 1, proc)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     time.sleep(2)
@@ -147,7 +159,7 @@ def test_interrupted_sweeps_resume_without_losing_or_redoing_runs(
     assert done_1.items() <= done_2.items()
 
     # 3. Run again to the end: nothing finished is lost or redone; dead RUNNING runs → FAILED.
-    proc = _start(tracking_uri, log)
+    proc = _start(tracking_uri, log, spec)
     assert proc.wait(timeout=400) == 0, log.read_text()
     final = assert_complete(plan, tracking_uri)
     assert done_2.items() <= final.items()
