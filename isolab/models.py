@@ -178,12 +178,19 @@ def build(
         "final_sft_loss": losses[-1],
         "build_time_s": round(time.perf_counter() - t0, 1),
     }
-    # Write into a private folder and move it in place: sweep workers building the same preset
-    # at once, or a crash mid-write, never leave a half-written model behind.
+    save_atomically(model, tok, info, out)
+    log.info("built %s in %.1fs (%d params)", name, info["build_time_s"], info["params"])
+    return out
+
+
+def save_atomically(model, tokenizer, info: dict, out: Path) -> None:
+    """Save model, tokenizer and `build_info.json` into a private folder, then move it to `out`:
+    workers building the same preset at once, or a crash mid-write, never leave a half-written
+    model where `load` would find it (`build_info.json` marks a complete build)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
     (tmp / "build_info.json").write_text(json.dumps(info, indent=2))
     if out.exists():
         shutil.rmtree(out, ignore_errors=True)
@@ -191,8 +198,6 @@ def build(
         tmp.rename(out)
     except OSError:  # another process moved its identical build in first
         shutil.rmtree(tmp, ignore_errors=True)
-    log.info("built %s in %.1fs (%d params)", name, info["build_time_s"], info["params"])
-    return out
 
 
 def _warm_start(spec: TinySpec, progress: Callable[[int, int, float], None] | None):

@@ -41,9 +41,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import random
-import shutil
 import time
 import zlib
 from collections.abc import Iterator, Sequence
@@ -312,13 +310,6 @@ def build(name: str, force: bool = False) -> Path:
     with _one_thread():
         model, tok, losses = _train(spec)
         metrics = evaluate(model, tok, spec.kind)
-    # Write to a private folder and move it in place, so that a concurrent build or a crash
-    # never leaves a half-written model where `load` would find it.
-    tmp = out.with_name(f"{name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
     info = {
         "preset": name,
         "spec": asdict(spec),
@@ -327,10 +318,7 @@ def build(name: str, force: bool = False) -> Path:
         "heldout": metrics,
         "build_time_s": round(time.perf_counter() - t0, 1),
     }
-    (tmp / "build_info.json").write_text(json.dumps(info, indent=2))
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.replace(out)
+    models.save_atomically(model, tok, info, out)
     log.info("built %s in %.1fs: held-out %s", name, info["build_time_s"], metrics)
     return out
 

@@ -321,7 +321,7 @@ def train(
     t0 = time.perf_counter()
     torch.manual_seed(cfg.seed)
     model, tok, task, train_problems, val_problems = prepare(cfg)
-    max_new = min(cfg.max_completion_tokens, 10_000)
+    max_new = cfg.max_completion_tokens
     ledger = FlopLedger(
         model.config,
         lora=_lora_spec(cfg),
