@@ -359,9 +359,10 @@ def demo(
 
 def _register_optional() -> None:
     """Sub-commands that live beside their modules."""
-    from isolab import cli_analysis, cli_sweep
+    from isolab import cli_analysis, cli_study, cli_sweep
 
     cli_analysis.register(app)
+    cli_study.register(app)
     cli_sweep.register(app)
 
 
@@ -386,3 +387,7 @@ def quiet_libraries() -> None:
         hf_logging.disable_progress_bar()
     except ImportError:
         pass
+
+
+if __name__ == "__main__":
+    main()

@@ -152,7 +152,11 @@ def run_cmd(
         int, typer.Option("--workers", "-k", help="Runs at once (worker processes / Ray tasks).")
     ] = 1,
     backend: Annotated[
-        str, typer.Option(help="local (in-process workers) or ray (a Ray task per run).")
+        str,
+        typer.Option(
+            help="local (worker processes), ray (a Ray task per run) or inline (one run after "
+            "another in this process: no worker start-up, for small sweeps)."
+        ),
     ] = "local",
     address: Annotated[
         str | None,

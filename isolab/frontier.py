@@ -1189,8 +1189,14 @@ class RhoFrontier:
 
 
 def isoflop_band(df: Any, width: float = 1.5, flops: str = "flops/total") -> tuple[float, float]:
-    """The largest IsoFLOP band every run reaches: ``(F / width, F)`` with F the smallest final
-    FLOP count over runs, so that each run contributes its points just below F."""
+    """The IsoFLOP band of a grid of runs.
+
+    When every run ends within a factor `width` of the others (an IsoFLOP study: each run ends
+    within one step of the common budget), the band is ``[min, max]`` of the final FLOP counts,
+    so that each run contributes its final point. Otherwise it is the largest band every run
+    reaches, ``(F / width, F)`` with F the smallest final count, so that each run contributes
+    its points just below F.
+    """
     if width <= 1:
         raise ValueError(f"width = {width}: the band is (F / width, F), so width must be > 1.")
     df = _to_polars(df)
@@ -1199,8 +1205,11 @@ def isoflop_band(df: Any, width: float = 1.5, flops: str = "flops/total") -> tup
     if df.height == 0:
         raise ValueError(f"no finite {flops}: the runs carry no FLOP ledger (old runs?).")
     key = "run_key" if "run_key" in df.columns else "run_id"
-    F = float(df.group_by(key).agg(pl.col(flops).max())[flops].min())
-    return (F / width, F)
+    finals = df.group_by(key).agg(pl.col(flops).max())[flops]
+    lo, hi = float(finals.min()), float(finals.max())
+    if hi <= lo * width:
+        return (lo * (1 - 1e-9), hi * (1 + 1e-9))
+    return (lo / width, lo)
 
 
 def _quadratic_fits(rho: np.ndarray, R: np.ndarray, W: np.ndarray) -> np.ndarray:

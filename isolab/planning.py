@@ -32,8 +32,11 @@ def model_config(name: str):
 
 
 @functools.cache
-def expected_lengths(model: str, task: str, max_completion_tokens: int) -> tuple[float, float]:
-    """(mean prompt tokens, mean completion tokens) of a task for a model."""
+def expected_lengths(
+    model: str, task: str, max_completion_tokens: int, data_dir: str | None = None
+) -> tuple[float, float]:
+    """(mean prompt tokens, mean completion tokens) of a task for a model: prompts measured on
+    200 training problems (from `data_dir`, else the hub); completions at their cap."""
     if models.is_tiny(model):
         if task != "arithmetic":
             raise ValueError(f"tiny models only run the arithmetic task, not {task!r}")
@@ -48,11 +51,13 @@ def expected_lengths(model: str, task: str, max_completion_tokens: int) -> tuple
     path = models.build(model) if model in models.REAL_PRESETS else model
     tok = AutoTokenizer.from_pretrained(path)
     t = get_task(task, "chat")
-    sample = t.problems(split="train", limit=200) if task == "arithmetic" else None
-    if sample is None:
+    try:
+        sample = t.problems(split="train", limit=200, data_dir=data_dir)
+    except Exception as exc:  # a missing file, no network: many types, one fix
         raise ValueError(
-            f"give --prompt-len for task {task!r}: measuring it needs the data set loaded"
-        )
+            f"give --prompt-len for task {task!r}, or a data_dir: measuring the prompt length "
+            f"needs the data set ({exc})"
+        ) from exc
     lens = [len(tok.apply_chat_template(t.prompt(p), add_generation_prompt=True)) for p in sample]
     return float(np.mean(lens)), float(max_completion_tokens)
 
@@ -65,7 +70,7 @@ def plan_config(
     from isolab.train import _lora_spec
 
     if prompt_len is None or completion_len is None:
-        p, c = expected_lengths(cfg.model, cfg.task, cfg.max_completion_tokens)
+        p, c = expected_lengths(cfg.model, cfg.task, cfg.max_completion_tokens, cfg.data_dir)
         prompt_len = p if prompt_len is None else prompt_len
         completion_len = c if completion_len is None else completion_len
     plan = plan_run(

@@ -10,6 +10,7 @@ from typing import Any
 
 import matplotlib.colors as mcolors
 import matplotlib.pyplot as plt
+import matplotlib.ticker as mticker
 import numpy as np
 import polars as pl
 from matplotlib.axes import Axes
@@ -306,3 +307,98 @@ def plot_race(result: RaceResult, ax: Axes) -> Axes:
         fontsize="small",
     )
     return ax
+
+
+def plot_curves(
+    curves: pl.DataFrame, ax: Axes, *, x: str, y: str, by: str, style: str | None = None
+) -> Axes:
+    """Seed-averaged curves (`isolab.summaries.curves`) of `y` against `x`, one colour per value
+    of `by` (and one line style per value of `style`), with a ±1 std band over seeds."""
+    if curves.height == 0:
+        return _nothing(ax, f"no finite {y} to plot")
+    colours = {
+        v: plt.get_cmap("tab10")(i % 10)
+        for i, v in enumerate(curves[by].unique(maintain_order=True).sort())
+    }
+    styles = ["-", "--", ":", "-."]
+    style_of = (
+        {v: styles[i % 4] for i, v in enumerate(curves[style].unique().sort())} if style else {}
+    )
+    keys = [by, style] if style else [by]
+    for vals, c in curves.sort(x).group_by(keys, maintain_order=True):
+        c = c.filter(pl.col(x) > 0) if ax.get_xscale() == "log" else c
+        xs, m = c[x].to_numpy(), c["mean"].to_numpy()
+        sd = c["std"].fill_null(0.0).to_numpy()
+        colour = colours[vals[0]]
+        name = " · ".join(f"{k}={v}" for k, v in zip(keys, vals, strict=True))
+        ax.plot(
+            xs,
+            m,
+            color=colour,
+            ls=style_of.get(vals[-1], "-"),
+            lw=1.6,
+            marker="o",
+            ms=3,
+            label=name,
+        )
+        if np.any(sd > 0):
+            ax.fill_between(xs, m - sd, m + sd, color=colour, alpha=0.12, lw=0)
+    ax.set_xlabel(label(x))
+    ax.set_ylabel(label(y))
+    ax.legend(fontsize="x-small")
+    return ax
+
+
+def plot_final(final: pl.DataFrame, ax: Axes, *, x: str, by: str, y_label: str) -> Axes:
+    """Final result (`isolab.summaries.final`) against a swept value `x`, one line per `by`,
+    with ±1 std over seeds."""
+    if final.height == 0:
+        return _nothing(ax, "no finished runs to plot")
+    for i, ((v,), g) in enumerate(final.sort(x).group_by([by], maintain_order=True)):
+        sd = g["final_std"].fill_null(0.0).to_numpy()
+        ax.errorbar(
+            g[x].to_numpy(),
+            g["final"].to_numpy(),
+            yerr=sd,
+            color=plt.get_cmap("tab10")(i % 10),
+            marker="o",
+            capsize=3,
+            lw=1.6,
+            label=f"{by}={v}",
+        )
+    ax.set_xlabel(label(x))
+    ax.set_ylabel(y_label)
+    ax.legend(fontsize="x-small")
+    return ax
+
+
+def plot_bought(final: pl.DataFrame, ax: Axes, *, by: str) -> Axes:
+    """What an equal FLOP budget bought per group: rollouts and optimizer steps (log bars)."""
+    if final.height == 0:
+        return _nothing(ax, "no finished runs to plot")
+    names = [str(v) for v in final[by].to_list()]
+    pos = np.arange(len(names))
+    ax.bar(pos - 0.2, final["rollouts"].to_numpy(), width=0.4, label="rollouts", color="tab:blue")
+    ax.bar(pos + 0.2, final["steps"].to_numpy(), width=0.4, label="updates (M)", color="tab:orange")
+    ax.set_xticks(pos, names, fontsize="small")
+    ax.set_yscale("log")
+    ax.set_ylabel("bought with the FLOP budget")
+    ax.legend(fontsize="x-small")
+    return ax
+
+
+def tidy(fig: Any) -> Any:
+    """Readable log-10 axes on every panel of `fig`: major ticks at 1, 2, 5 × 10^k labelled
+    as plain numbers (1e+11 style above 10^5), no minor labels (which overlap on short ranges)."""
+
+    def fmt(v: float, _pos: int) -> str:
+        return f"{v:.0e}" if v >= 1e5 else f"{v:,.0f}" if v >= 1 else f"{v:g}"
+
+    for ax in fig.axes:
+        for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+            if scale != "log" or getattr(axis.get_transform(), "base", 10) != 10:
+                continue
+            axis.set_major_locator(mticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            axis.set_major_formatter(mticker.FuncFormatter(fmt))
+            axis.set_minor_formatter(mticker.NullFormatter())
+    return fig

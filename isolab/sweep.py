@@ -47,7 +47,9 @@ from isolab.tracking import RUN_KEY_TAG, experiment_id, find_runs, mark_failed, 
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("local", "ray")
+# local: K spawned worker processes; ray: a Ray task per run; inline: one run after another in
+# this process (no worker start-up, which costs tens of seconds of imports: small sweeps, notebooks)
+BACKENDS = ("local", "ray", "inline")
 STOP_GRACE_S = 60.0  # how long an interrupted sweep waits for its runs to be marked KILLED
 
 
@@ -469,6 +471,25 @@ def _execute_local(
         pool.close()
 
 
+def _execute_inline(
+    todo: list[GridPoint],
+    uri: str,
+    metric: str,
+    on_result: Callable[[RunOutcome, GridPoint], None],
+    on_start: Callable[[GridPoint], None],
+) -> bool:
+    """Run `todo` one after another in this process; True when interrupted (Ctrl-C: `train`
+    marks the run in progress KILLED; finished runs stay FINISHED)."""
+    for point in todo:
+        on_start(point)
+        try:
+            outcome = run_point(point.config, uri, metric)
+        except KeyboardInterrupt:
+            return True
+        on_result(outcome, point)
+    return False
+
+
 def _end_orphaned_run(cfg: RunConfig, uri: str, pid: int, status: str = "FAILED") -> None:
     """A run of process `pid` left RUNNING (its worker died, or was interrupted before train
     could end the run): set its final status."""
@@ -588,7 +609,9 @@ def execute(
 
     started = on_start or (lambda point: None)
     metric = plan.spec.metric
-    if backend == "local":
+    if backend == "inline":
+        interrupted = _execute_inline(todo, uri, metric, record, started)
+    elif backend == "local":
         threads = max(1, int(plan.spec.resources.cpus_per_run))
         interrupted = _execute_local(todo, uri, metric, workers, threads, record, started)
     else:

@@ -56,12 +56,12 @@ def test_smoke_spec_plans_twelve_runs_at_equal_compute():
     assert keys == [p.run_key for p in plan_study(StudySpec.from_yaml(SMOKE)).points]
 
 
-def test_cpu_spec_is_the_n_by_bp_grid():
-    plan = plan_study(StudySpec.from_yaml(REPO / "studies" / "cpu.yaml"))
+def test_nstar_cpu_spec_is_the_n_by_bp_grid():
+    plan = plan_study(StudySpec.from_yaml(REPO / "studies" / "nstar" / "cpu" / "main.yaml"))
     assert {p.config.n for p in plan.points} == {2, 4, 8, 16, 32, 64}
     assert {p.config.split for p in plan.points} == {"easy", "hard"}
     assert all(p.config.B <= 256 and p.config.rollouts == 8192 for p in plan.points)
-    assert len(plan.points) == 36
+    assert len(plan.points) == 72  # 36 grid points × 2 seeds
 
 
 def test_isoflop_gives_each_point_the_most_steps_that_fit():

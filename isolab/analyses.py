@@ -1,0 +1,564 @@
+"""The curated studies' analyses: runs tables in, a `Report` (figures, tables, findings) out.
+
+One function per study of `isolab.study.STUDIES`, composing `isolab.frontier` (the fits),
+`isolab.summaries` (small tables) and `isolab.plots` (one function per panel). Every sentence of
+a report is built from the numbers it states; each study also says, computed from the same
+numbers, whether its result agrees with the paper's — tiny models on a CPU need not agree, and
+a report says so plainly when they do not.
+
+Figures are `matplotlib.figure.Figure` objects made without pyplot, so a notebook shows each
+one where it asks for it, and a script saves them without a display.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+from matplotlib.figure import Figure
+
+from isolab import frontier as fr
+from isolab import plots, summaries
+
+Y = "eval/avg@4"
+X = "compute/rollouts"
+RULE_BASED = ("sparse", "structured", "dense")
+
+
+@dataclass
+class Report:
+    """What a study found.
+
+    Attributes:
+        study, scale: which study, at which scale.
+        figures: name → figure (saved as `runs/<study>/<scale>/figures/<name>.png`).
+        tables: name → table (saved as CSV beside the figures' folder).
+        findings: the numbers behind the sentences (saved as findings.json).
+        summary: sentences stating the result, built from `findings`.
+        versus_paper: one sentence per claim of the papers: what they found, what these runs
+            show, and whether that agrees.
+    """
+
+    study: str
+    scale: str
+    figures: dict[str, Figure] = field(default_factory=dict)
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+    findings: dict[str, Any] = field(default_factory=dict)
+    summary: list[str] = field(default_factory=list)
+    versus_paper: list[str] = field(default_factory=list)
+
+    def figure(self, name: str) -> Figure:
+        """The figure `name` (a KeyError lists the names)."""
+        if name not in self.figures:
+            raise KeyError(f"no figure {name!r}; figures: {', '.join(self.figures)}")
+        return self.figures[name]
+
+    def summary_text(self) -> str:
+        lines = [f"- {s}" for s in self.summary]
+        lines += [f"- Paper vs here: {s}" for s in self.versus_paper]
+        return "\n".join(lines)
+
+    def markdown(self) -> str:
+        """Findings as Markdown (runs/<study>/<scale>/findings.md)."""
+        out = [f"# {self.study} ({self.scale} scale)", "", "## Findings", ""]
+        out += [f"- {s}" for s in self.summary]
+        out += ["", "## Against the papers", ""]
+        out += [f"- {s}" for s in self.versus_paper]
+        out += ["", "## Figures", ""]
+        out += [f"![{n}](figures/{n}.png)" for n in self.figures]
+        return "\n".join(out) + "\n"
+
+
+def _figure(ncols: int = 1, width: float = 6.0, height: float = 4.2) -> tuple[Figure, list]:
+    fig = Figure(figsize=(width * ncols, height), layout="constrained")
+    return fig, list(fig.subplots(1, ncols, squeeze=False)[0])
+
+
+def _f(value: float, digits: int = 3) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+def _n(value: float) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{value:.3g}"
+
+
+def _splits(df: pl.DataFrame) -> list[str]:
+    order = {"easy": 0, "hard": 1}
+    return sorted(df["split"].unique().to_list(), key=lambda s: (order.get(s, 2), s))
+
+
+def _agree(ok: bool | None) -> str:
+    return {True: "agrees", False: "disagrees", None: "inconclusive"}[ok]
+
+
+def _compare(a: str, call: str, b: str) -> str:
+    """`a ends higher than b` / `… lower …` / `a and b tie (within the seed and eval noise)`."""
+    if call in ("higher", "lower"):
+        return f"{a} ends {call} than {b}"
+    if call == "tie":
+        return f"{a} and {b} tie (the gap is within the seed and evaluation noise)"
+    return f"{a} vs {b}: unknown"
+
+
+def _n_boot(scale: str) -> int:
+    return 50 if scale == "smoke" else 200
+
+
+# ------------------------------------------------------------------------------------------
+# 01 healthy recipe
+# ------------------------------------------------------------------------------------------
+def healthy_recipe(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
+    """KL + entropy on/off per split; final reward against B per LR-scaling rule."""
+    rep = Report("healthy-recipe", scale)
+    reg, lr = data["regularisers"], data["lr-scaling"]
+
+    fin = summaries.final(reg, ["split", "recipe"], Y)
+    rep.tables["regularisers"] = fin
+    splits = _splits(reg)
+    fig, axes = _figure(len(splits))
+    for ax, split in zip(axes, splits, strict=True):
+        ax.set_xscale("log")
+        cur = summaries.curves(reg.filter(pl.col("split") == split), ["recipe"], X, Y)
+        plots.plot_curves(cur, ax, x=X, y=Y, by="recipe")
+        ax.set_title(f"{split} split: KL + entropy on (kl_entropy) or off (none)", fontsize="small")
+    rep.figures["regularisers"] = plots.tidy(fig)
+
+    calls = {}
+    for split in splits:
+        rows = {r["recipe"]: r for r in fin.filter(pl.col("split") == split).iter_rows(named=True)}
+        on, off = rows.get("kl_entropy"), rows.get("none")
+        if on is None or off is None:
+            continue
+        call = summaries.verdict(
+            on["final"],
+            off["final"],
+            on["final_std"],
+            off["final_std"],
+            on["n_seeds"],
+            off["n_seeds"],
+        )
+        calls[split] = call
+        rep.findings[f"regularisers_{split}"] = {"on": on, "off": off, "on_vs_off": call}
+        rep.summary.append(
+            f"{split.capitalize()} split: with KL + entropy avg@4 goes {_f(on['base'])} → "
+            f"{_f(on['final'])} (±{_f(on['final_std'])} over {on['n_seeds']} seeds), without "
+            f"{_f(off['base'])} → {_f(off['final'])} (±{_f(off['final_std'])}): "
+            + _compare("KL + entropy", call, "without")
+            + "."
+        )
+    if "easy" in calls:
+        ok = {"higher": True, "lower": False}.get(calls["easy"])
+        rep.versus_paper.append(
+            "the Playbook keeps KL + entropy on Easy sets; here on Easy "
+            + _compare("KL + entropy", calls["easy"], "without")
+            + f" → {_agree(ok)}."
+        )
+    if "hard" in calls:
+        ok = {"lower": True, "higher": False}.get(calls["hard"])
+        rep.versus_paper.append(
+            "the Playbook drops them on Hard sets; here on Hard "
+            + _compare("KL + entropy", calls["hard"], "without")
+            + f" → {_agree(ok)}."
+        )
+
+    fin_lr = summaries.final(lr, ["lr_scaling", "B"], Y)
+    rep.tables["lr_scaling"] = fin_lr
+    fig, axes = _figure(1)
+    axes[0].set_xscale("log", base=2)
+    plots.plot_final(fin_lr, axes[0], x="B", by="lr_scaling", y_label="final avg@4")
+    B_base = int(lr["B_base"][0]) if "B_base" in lr.columns else 64
+    axes[0].axvline(B_base, color="0.6", ls=":", lw=1)
+    axes[0].set_title(f"η = η_base·f(B / B_base), B_base = {B_base} (dotted)", fontsize="small")
+    rep.figures["lr_scaling"] = plots.tidy(fig)
+    off_base = fin_lr.filter(pl.col("B") != B_base)
+    means = (
+        off_base.group_by("lr_scaling")
+        .agg(pl.col("final").mean(), pl.len().alias("batches"))
+        .sort("final", descending=True)
+    )
+    if means.height >= 2:
+        best, second = means.row(0, named=True), means.row(1, named=True)
+        margin = best["final"] - second["final"]
+        noise = 0.02 / math.sqrt(max(1, best["batches"]))
+        clear = margin > 2 * noise
+        rep.findings["lr_scaling"] = {
+            "mean_final_off_base": dict(zip(means["lr_scaling"], means["final"], strict=True)),
+            "best": best["lr_scaling"],
+            "margin": margin,
+            "clear": clear,
+        }
+        listing = ", ".join(f"{r} {_f(v)}" for r, v in means.select("lr_scaling", "final").rows())
+        rep.summary.append(
+            f"LR scaling, averaged over the batches B ≠ {B_base} where the rules differ, final "
+            f"avg@4: {listing}; best {best['lr_scaling']} by {_f(margin)}"
+            + ("" if clear else " (within the evaluation noise, ≈0.02 per run)")
+            + "."
+        )
+        ok = (best["lr_scaling"] == "sqrt") if clear else None
+        rep.versus_paper.append(
+            f"the Playbook picks sqrt scaling over const and linear; here the best rule is "
+            f"{best['lr_scaling']}{'' if clear else ' but not clearly'} → {_agree(ok)}."
+        )
+    return rep
+
+
+# ------------------------------------------------------------------------------------------
+# 02 n* against compute
+# ------------------------------------------------------------------------------------------
+def _nstar_by_split(df: pl.DataFrame, scale: str) -> dict[str, fr.NStarResult]:
+    return {
+        s: fr.optimal_n(df.filter(pl.col("split") == s), y=Y, n_boot=_n_boot(scale))
+        for s in _splits(df)
+    }
+
+
+def nstar(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
+    """Frontier, record points and n*(C) with its fitted saturation, per split."""
+    rep = Report("nstar", scale)
+    df = data["main"]
+    results = _nstar_by_split(df, scale)
+    n_max = int(df["n"].max())
+    k = len(results)
+    fig_f, ax_f = _figure(k)
+    fig_n, ax_n = _figure(k)
+    for i, (split, res) in enumerate(results.items()):
+        sdf = df.filter(pl.col("split") == split)
+        plots.plot_frontier(sdf, ax_f[i], y=Y, result=res)
+        ax_f[i].set_title(f"{split} split", fontsize="small")
+        plots.plot_n_star(res, ax_n[i])
+        ax_n[i].set_title(f"{split} split: {res.status}", fontsize="small")
+        rep.tables[f"n_star_{split}"] = res.table
+        rep.tables[f"per_n_{split}"] = res.per_n.select(
+            [c for c in res.per_n.columns if res.per_n[c].dtype != pl.Object]
+        )
+        rep.tables[f"records_{split}"] = fr.record_points(sdf, X, Y)
+        lo, hi = res.n_saturation_ci
+        t = res.table.filter(pl.col("n_star").is_finite()) if res.table.height else res.table
+        first = (float(t["C"][0]), float(t["n_star"][0])) if t.height else (math.nan, math.nan)
+        last = (float(t["C"][-1]), float(t["n_star"][-1])) if t.height else (math.nan, math.nan)
+        rep.findings[split] = {
+            "n_saturation": res.n_saturation,
+            "ci": [lo, hi],
+            "status": res.status,
+            "reason": res.reason,
+            "n_star_first": first,
+            "n_star_last": last,
+            "records": rep.tables[f"records_{split}"].height,
+        }
+        edge = (
+            f" — at the top of the n grid ({n_max}): the true saturation may lie beyond it"
+            if math.isfinite(res.n_saturation) and res.n_saturation >= 0.7 * n_max
+            else ""
+        )
+        sentence = (
+            f"{split.capitalize()} split: n*(C) moves from {_n(first[1])} at C = {_n(first[0])} to "
+            f"{_n(last[1])} at C = {_n(last[0])} rollouts; "
+        )
+        if res.status == "not identifiable":
+            sentence += f"the saturation is not identifiable ({res.reason})."
+        else:
+            sentence += (
+                f"fitted saturation n_sat = {_n(res.n_saturation)} (95% CI "
+                f"[{_n(lo)}, {_n(hi)}], {res.status}){edge}."
+            )
+        rep.summary.append(sentence)
+    rep.figures["frontier"] = plots.tidy(fig_f)
+    rep.figures["n_star"] = plots.tidy(fig_n)
+
+    easy, hard = results.get("easy"), results.get("hard")
+    for name, res in (("easy", easy), ("hard", hard)):
+        if res is None or not res.table.height:
+            continue
+        t = res.table.filter(pl.col("n_star").is_finite())
+        grows = bool(t.height and t["n_star"][-1] > t["n_star"][0])
+        rep.versus_paper.append(
+            f"n* grows with compute (Playbook); here on {name} n* goes "
+            f"{_n(t['n_star'][0]) if t.height else 'n/a'} → {_n(t['n_star'][-1]) if t.height else 'n/a'}"
+            f" → {_agree(grows)}."
+        )
+    if easy is not None and hard is not None:
+        e, h = easy.n_saturation, hard.n_saturation
+        if math.isfinite(e) and math.isfinite(h):
+            overlap = not (easy.n_saturation_ci[0] > hard.n_saturation_ci[1])
+            ok = e > h
+            rep.versus_paper.append(
+                f"n* saturates higher on Easy than on Hard (≈512 vs ≈128 for Qwen2.5-7B); here "
+                f"{_n(e)} vs {_n(h)}{' (intervals overlap)' if overlap and ok else ''} → "
+                f"{_agree(ok if not overlap else (None if ok else False))}."
+            )
+        else:
+            rep.versus_paper.append(
+                "n* saturates higher on Easy than on Hard: here at least one saturation is not "
+                "identifiable → inconclusive."
+            )
+    return rep
+
+
+# ------------------------------------------------------------------------------------------
+# 03 n against B_p at fixed batch
+# ------------------------------------------------------------------------------------------
+def _modal_batch(df: pl.DataFrame) -> int:
+    b = df.with_columns(B=pl.col("n") * pl.col("B_p")).group_by("B").agg(pl.col("n").n_unique())
+    return int(b.sort(["n", "B"], descending=True)["B"][0])
+
+
+def n_vs_bp(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
+    """Who wins at fixed B = B_p·n, by number of steps M, per split."""
+    rep = Report("n-vs-bp", scale)
+    df = data["main"]
+    B = _modal_batch(df)
+    splits = _splits(df)
+    fig, axes = _figure(len(splits))
+    for ax, split in zip(axes, splits, strict=True):
+        res = fr.tradeoff_fixed_batch(df.filter(pl.col("split") == split), B, y=Y)
+        plots.plot_tradeoff(res, ax)
+        ax.set_title(f"{split} split, B = {B}", fontsize="small")
+        if res.status != "ok":
+            rep.summary.append(f"{split.capitalize()} split: {res.reason}.")
+            continue
+        rep.tables[f"winners_{split}"] = res.winners
+        rep.tables[f"per_step_{split}"] = res.per_step
+        w = {r["regime"]: r for r in res.winners.iter_rows(named=True)}
+        seq = [int(v) for v in res.per_step["n"].to_list()]
+        changes = [seq[0]] + [b for a, b in zip(seq, seq[1:], strict=False) if b != a]
+        monotone = all(b > a for a, b in zip(changes, changes[1:], strict=False)) or all(
+            b < a for a, b in zip(changes, changes[1:], strict=False)
+        )
+        small, large = w["small M"], w["large M"]
+        rep.findings[split] = {
+            "B": B,
+            "small_M": small,
+            "large_M": large,
+            "crossover_M": res.crossover_M,
+            "winning_n_sequence": changes,
+            "monotone": monotone,
+        }
+        rep.summary.append(
+            f"{split.capitalize()} split, B = {B}: with few steps (M {small['M_lo']:.0f}–"
+            f"{small['M_hi']:.0f}) n = {small['n']} × B_p = {small['B_p']} wins (margin "
+            f"{_f(small['margin'])}); with many (M {large['M_lo']:.0f}–{large['M_hi']:.0f}) "
+            f"n = {large['n']} × B_p = {large['B_p']} (margin {_f(large['margin'])}); the winning "
+            f"n along M: {' → '.join(map(str, changes))}."
+        )
+        if split == "easy":
+            ok = large["n"] > small["n"]
+            rep.versus_paper.append(
+                "on Easy sets few steps favour more problems, many steps more rollouts "
+                f"(Playbook); here the winning n goes {small['n']} → {large['n']} → {_agree(ok)}."
+            )
+        elif split == "hard":
+            rep.versus_paper.append(
+                "on Hard sets the best n is non-monotone in M (Playbook); here the winning n "
+                f"along M is {' → '.join(map(str, changes))} → {_agree(not monotone)}."
+            )
+    rep.figures["tradeoff"] = plots.tidy(fig)
+    return rep
+
+
+# ------------------------------------------------------------------------------------------
+# 04 best@k / worst@k
+# ------------------------------------------------------------------------------------------
+def _by_n_at_budget(sdf: pl.DataFrame, metrics: list[str]) -> pl.DataFrame:
+    """Per metric and n: the final value of the best B_p (chosen by avg@4) at the budget."""
+    best = (
+        summaries.final(sdf, ["n", "B_p"], Y)
+        .sort("final", descending=True)
+        .group_by("n", maintain_order=True)
+        .head(1)
+        .select("n", "B_p")
+    )
+    rows = []
+    for m in metrics:
+        f = summaries.final(sdf, ["n", "B_p"], m).join(best, on=["n", "B_p"], how="semi")
+        rows.append(f.with_columns(metric=pl.lit(m.removeprefix("eval/"))))
+    return pl.concat(rows, how="diagonal").sort("metric", "n")
+
+
+def bestk_worstk(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
+    """n*(C) under avg@4, best@4 and worst@4, and how each metric moves with n at the budget."""
+    rep = Report("bestk-worstk", scale)
+    df = data["main"]
+    metrics = [m for m in fr.DEFAULT_METRICS if m in df.columns]
+    splits = _splits(df)
+    fig_e, ax_e = _figure(len(splits))
+    fig_b, ax_b = _figure(len(splits))
+    slopes: dict[str, dict[str, float]] = {}
+    for i, split in enumerate(splits):
+        sdf = df.filter(pl.col("split") == split)
+        eff = fr.metric_effect(sdf, metrics, n_boot=_n_boot(scale))
+        plots.plot_metric_effect(eff, ax_e[i])
+        ax_e[i].set_title(f"{split} split", fontsize="small")
+        rep.tables[f"saturation_{split}"] = eff.summary
+        by_n = _by_n_at_budget(sdf, metrics)
+        rep.tables[f"by_n_{split}"] = by_n
+        ax_b[i].set_xscale("log", base=2)
+        plots.plot_final(by_n, ax_b[i], x="n", by="metric", y_label="at the budget (best B_p)")
+        ax_b[i].set_title(f"{split} split: each metric against n at the budget", fontsize="small")
+        slopes[split] = {}
+        for (m,), g in by_n.group_by(["metric"]):
+            x = np.log2(g["n"].to_numpy().astype(float))
+            slopes[split][m] = (
+                float(np.polyfit(x, g["final"].to_numpy(), 1)[0]) if len(x) >= 2 else math.nan
+            )
+        sat = {
+            r["metric"].removeprefix("eval/"): r["n_saturation"]
+            for r in eff.summary.iter_rows(named=True)
+        }
+        rep.findings[split] = {"n_saturation": sat, "slope_per_doubling": slopes[split]}
+        rep.summary.append(
+            f"{split.capitalize()} split: per doubling of n at the budget, best@4 changes by "
+            f"{_f(slopes[split].get('best@4', math.nan), 3)}, worst@4 by "
+            f"{_f(slopes[split].get('worst@4', math.nan), 3)}, avg@4 by "
+            f"{_f(slopes[split].get('avg@4', math.nan), 3)}; n_sat: "
+            + ", ".join(f"{m} {_n(v)}" for m, v in sat.items())
+            + "."
+        )
+    rep.figures["metric_effect"] = plots.tidy(fig_e)
+    rep.figures["by_n"] = plots.tidy(fig_b)
+    for split, lifts, want in (("easy", "worst@4", "best@4"), ("hard", "best@4", "worst@4")):
+        s = slopes.get(split)
+        if not s or lifts not in s or want not in s:
+            continue
+        gap = s[lifts] - s[want]
+        # a gap under 0.01 per doubling is below what 64 problems × 8 samples can resolve
+        ok = None if not math.isfinite(gap) or abs(gap) < 0.01 else gap > 0
+        rep.versus_paper.append(
+            f"on {split.capitalize()} sets a larger n mainly lifts {lifts} (Playbook); here per "
+            f"doubling of n {lifts} {_f(s[lifts])} vs {want} {_f(s[want])} → {_agree(ok)}."
+        )
+    return rep
+
+
+# ------------------------------------------------------------------------------------------
+# 05 reward systems, ρ and RACE
+# ------------------------------------------------------------------------------------------
+def reward_rho(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
+    """ρ frontier per reward system at iso-FLOP, ρ*, and the RACE pilot's regime calls."""
+    rep = Report("reward-rho", scale)
+    full, pilot = data["full"], data["pilot"]
+    rho = fr.rho_frontier(full, y=Y, n_boot=_n_boot(scale))
+    race = fr.race(pilot, full, y=Y)
+    fig, axes = _figure(2)
+    plots.plot_rho_frontier(rho, axes[0])
+    plots.plot_race(race, axes[1])
+    rep.figures["rho_frontier"] = plots.tidy(fig)
+    shares = summaries.final(full, ["reward", "num_iterations"], Y).join(
+        full.group_by("reward", "num_iterations").agg(
+            pl.col("compute/rho").last().alias("rho"),
+            *[
+                (pl.col(f"flops/{c}").last() / pl.col("flops/total").last()).alias(f"share_{c}")
+                for c in ("search", "learning", "reward")
+            ],
+        ),
+        on=["reward", "num_iterations"],
+    )
+    rep.tables["runs"] = shares
+    rep.tables["rho_fits"] = rho.fits
+    rep.tables["race"] = race.table
+    best_rho = {}
+    for r in rho.fits.iter_rows(named=True):
+        ok = r["status"] == "ok"
+        best_rho[r["reward"]] = r["rho_star"] if ok else r["rho_best_observed"]
+        rep.summary.append(
+            f"{r['reward']}: "
+            + (
+                f"ρ* = {_f(r['rho_star'], 2)} (CI [{_f(r['rho_lo'], 2)}, {_f(r['rho_hi'], 2)}])"
+                if ok
+                else f"ρ* not identifiable ({r['reason']}); best run at ρ = {_f(r['rho_best_observed'], 2)}"
+            )
+            + f", {r['n_runs']} runs in the IsoFLOP band."
+        )
+    rule = [v for k, v in best_rho.items() if k in RULE_BASED and math.isfinite(v)]
+    model = [v for k, v in best_rho.items() if k not in RULE_BASED and math.isfinite(v)]
+    rep.findings = {
+        "band": list(rho.band),
+        "best_rho": best_rho,
+        "rule_based_mean_rho": float(np.mean(rule)) if rule else math.nan,
+        "model_based_mean_rho": float(np.mean(model)) if model else math.nan,
+        "same_regime_rate": race.same_regime_rate,
+        "pilot_flops_fraction": race.pilot_flops_fraction,
+    }
+    fnd = rep.findings
+    rep.summary.append(
+        f"RACE: the pilot (≈{race.pilot_flops_fraction:.0%} of the full grid's FLOPs) calls the "
+        f"same regime as the full grid for {race.same_regime_rate:.0%} of the "
+        f"{race.table.height} reward systems."
+    )
+    if rule and model:
+        ok = fnd["model_based_mean_rho"] < fnd["rule_based_mean_rho"]
+        rep.versus_paper.append(
+            "rule-based rewards favour ρ ≈ 0.72, PRM-style ≈ 0.44 (Wilhelm & Kao); here the best "
+            f"ρ averages {_f(fnd['rule_based_mean_rho'], 2)} over rule-based and "
+            f"{_f(fnd['model_based_mean_rho'], 2)} over model-scored rewards → "
+            f"{_agree(ok)} on the direction."
+        )
+    rep.versus_paper.append(
+        f"RACE's same-regime rate is 1.0 in the paper; here {race.same_regime_rate:.2f} → "
+        f"{_agree(race.same_regime_rate >= 0.999)}."
+    )
+    return rep
+
+
+# ------------------------------------------------------------------------------------------
+# 06 model size
+# ------------------------------------------------------------------------------------------
+def model_size(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
+    """Equal FLOPs for three model sizes: what each buys, and which ends best."""
+    rep = Report("model-size", scale)
+    df = data["main"]
+    fin = summaries.final(df, ["model", "n"], Y)
+    per_rollout = fin.with_columns(fpr=pl.col("flops") / pl.col("rollouts"))
+    order = per_rollout.group_by("model").agg(pl.col("fpr").mean()).sort("fpr")["model"].to_list()
+    best = (
+        fin.sort("final", descending=True)
+        .group_by("model", maintain_order=True)
+        .head(1)
+        .with_columns(pl.col("model").cast(pl.Enum(order)))
+        .sort("model")
+        .with_columns(pl.col("model").cast(pl.Utf8))
+    )
+    rep.tables["final"] = fin
+    rep.tables["best_per_model"] = best
+    fig, axes = _figure(2)
+    axes[0].set_xscale("log")
+    cur = summaries.curves(df, ["model", "n"], "flops/total", Y)
+    plots.plot_curves(cur, axes[0], x="flops/total", y=Y, by="model", style="n")
+    plots.plot_bought(best, axes[1], by="model")
+    axes[1].set_title("what the budget bought (best n per model)", fontsize="small")
+    rep.figures["model_size"] = plots.tidy(fig)
+    rows = list(best.iter_rows(named=True))
+    for r in rows:
+        rep.summary.append(
+            f"{r['model']} (best n = {r['n']}): {r['rollouts']:,.0f} rollouts and "
+            f"{r['steps']:.0f} updates for {_n(r['flops'])} FLOPs; avg@4 {_f(r['base'])} → "
+            f"{_f(r['final'])} ({'+' if r['gain'] >= 0 else ''}{_f(r['gain'])})."
+        )
+    winner = max(rows, key=lambda r: r["final"]) if rows else None
+    gainer = max(rows, key=lambda r: r["gain"]) if rows else None
+    rep.findings = {
+        "order_by_flops_per_rollout": order,
+        "best_per_model": rows,
+        "best_final": winner["model"] if winner else None,
+        "best_gain": gainer["model"] if gainer else None,
+    }
+    if winner:
+        rep.summary.append(
+            f"At equal FLOPs the best final avg@4 is {winner['model']}'s, the largest gain "
+            f"{gainer['model']}'s."
+        )
+    if len(rows) >= 2:
+        fewer = all(a["rollouts"] > b["rollouts"] for a, b in zip(rows, rows[1:], strict=False))
+        rep.versus_paper.append(
+            "a bigger model buys fewer rollouts and updates at equal FLOPs (Wilhelm & Kao); here "
+            + " > ".join(f"{r['model']} {r['rollouts']:,.0f}" for r in rows)
+            + f" rollouts → {_agree(fewer)}."
+        )
+        rep.versus_paper.append(
+            "the best allocation depends on model size (Wilhelm & Kao): here the best n is "
+            + ", ".join(f"{r['model']} {r['n']}" for r in rows)
+            + f" → {_agree(len({r['n'] for r in rows}) > 1)}."
+        )
+    return rep

@@ -1,0 +1,67 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 01 · The healthy recipe
+#
+# **Question.** Before comparing allocations, the training recipe must be sound: should the
+# KL and entropy losses be on, and how should the learning rate follow the batch size?
+#
+# **Paper.** IsoCompute Playbook (arXiv 2603.12151, §3): KL + entropy losses on Easy sets,
+# neither on Hard sets; learning rate η = η_base·sqrt(B / B_base), which beat constant and
+# linear scaling. isolab's `recipe: auto` and `lr_scaling: sqrt` are these choices.
+#
+# **Two sweeps.** `regularisers`: recipe on/off × Easy/Hard, two seeds. `lr-scaling`: const /
+# sqrt / linear × B = 16, 64, 256 on Easy. At cpu scale about 5 minutes with 2 workers, or
+# seconds from `runs/healthy-recipe/cpu/`.
+
+# %% tags=["parameters"]
+scale = "cpu"  # smoke | cpu | gpu
+workers = 2  # runs at once, when a sweep has to run
+rerun = False  # True: run the sweeps even when runs/healthy-recipe/<scale>/ holds snapshots
+
+# %%
+from isolab import study
+
+recipe = study.get("healthy-recipe")
+study.describe(recipe, scale)
+
+# %%
+data = study.collect(recipe, scale, workers=workers, rerun=rerun)
+report = study.analyse(recipe, data, scale)
+
+# %% [markdown]
+# ## KL + entropy on or off, per split
+# Seed-averaged avg@4 against compute, ±1 standard deviation over seeds.
+
+# %%
+report.figure("regularisers")
+
+# %%
+report.tables["regularisers"]
+
+# %% [markdown]
+# ## Learning rate against the batch
+# Final avg@4 for each scaling rule and batch; at B = B_base the three rules coincide.
+
+# %%
+report.figure("lr_scaling")
+
+# %% [markdown]
+# ## What these runs say
+
+# %%
+print(report.summary_text())
+
+# %%
+study.save(recipe, scale, report)

@@ -1,0 +1,88 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 · n\*(C): the compute-optimal number of rollouts per problem
+#
+# **Question.** At a compute budget of C rollouts (C = B_p·n·M), how many rollouts per problem
+# n should GRPO sample, and does that number stop growing?
+#
+# **Paper.** IsoCompute Playbook (Cheng et al., arXiv 2603.12151, §5): over n × B_p grids at
+# equal compute, the frontier's optimal n grows with C and then saturates — at ≈512 on an Easy
+# set and ≈128 on a Hard one for Qwen2.5-7B.
+#
+# **Method** (`isolab.frontier.optimal_n`): a ScaleRL sigmoid of reward against C per n, the
+# upper envelope of those curves, a running average of the best n, and a sigmoid of log n*
+# against log C whose ceiling is the saturation, with bootstrap intervals.
+#
+# **Scales.** `smoke`: CI, about a minute. `cpu`: tiny-m, 36 runs, about 20 minutes with 2
+# workers — or a second when `runs/nstar/cpu/` holds the committed snapshot. `gpu`: SmolLM2-135M
+# on GSM8K.
+
+# %% tags=["parameters"]
+scale = "cpu"  # smoke | cpu | gpu
+workers = 2  # runs at once, when a sweep has to run
+rerun = False  # True: run the sweep even when runs/nstar/<scale>/ holds a snapshot
+
+# %%
+from isolab import study
+
+nstar = study.get("nstar")
+study.describe(nstar, scale)
+
+# %% [markdown]
+# The runs: read from the snapshot when it exists, otherwise the sweep runs now (resumable:
+# points already finished in the MLflow store are skipped). One row per run × evaluation.
+
+# %%
+data = study.collect(nstar, scale, workers=workers, rerun=rerun)
+data["main"].select("split", "n", "B_p", "M", "step", "compute/rollouts", "eval/avg@4")
+
+# %%
+report = study.analyse(nstar, data, scale)
+
+# %% [markdown]
+# ## The frontier
+# Every evaluation point coloured by n, the frontier f(C) = max over runs that spent at most C,
+# its record-breaking points (red rings) and the per-n sigmoid fits.
+
+# %%
+report.figure("frontier")
+
+# %% [markdown]
+# ## n\*(C) and its saturation
+# The envelope's best n at each C (grey), its running average, and the fitted sigmoid of
+# log n\* with its bootstrap band; the dashed line is the fitted saturation.
+
+# %%
+report.figure("n_star")
+
+# %% [markdown]
+# The per-n fits behind the envelope (Easy split):
+
+# %%
+report.tables["per_n_easy"]
+
+# %% [markdown]
+# ## What these runs say
+# Computed from the fits above (nothing here is pre-written), and set against the paper:
+
+# %%
+print(report.summary_text())
+
+# %% [markdown]
+# Save the figures, tables and findings under `runs/nstar/<scale>/` and log them to MLflow
+# (experiment `nstar/<scale>`; browse with `isolab ui`).
+
+# %%
+study.save(nstar, scale, report)

@@ -1,0 +1,61 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 03 · More rollouts or more problems, at a fixed batch
+#
+# **Question.** With the batch fixed at B = B_p·n completions per step, every split costs the
+# same per step, so reward at equal M is an iso-compute comparison. Should the batch hold many
+# problems with few rollouts each, or few problems with many rollouts?
+#
+# **Paper.** IsoCompute Playbook (arXiv 2603.12151, §4.2): on Easy sets, few steps favour a
+# large B_p and many steps a large n (n\*(M) is a sigmoid); on Hard sets the best n is
+# non-monotone in M.
+#
+# **Scales.** `smoke`: CI, B = 16. `cpu`: tiny-m, B = 64 split six ways on Easy and Hard,
+# 128 steps each (about 5 minutes with 2 workers, or seconds from `runs/n-vs-bp/cpu/`).
+
+# %% tags=["parameters"]
+scale = "cpu"  # smoke | cpu | gpu
+workers = 2  # runs at once, when a sweep has to run
+rerun = False  # True: run the sweep even when runs/n-vs-bp/<scale>/ holds a snapshot
+
+# %%
+from isolab import study
+
+tradeoff = study.get("n-vs-bp")
+study.describe(tradeoff, scale)
+
+# %%
+data = study.collect(tradeoff, scale, workers=workers, rerun=rerun)
+report = study.analyse(tradeoff, data, scale)
+
+# %% [markdown]
+# ## Reward against M for every split of the batch
+# The shaded bands mark the few-steps and many-steps thirds of the common step range; the
+# winner of each is reported below.
+
+# %%
+report.figure("tradeoff")
+
+# %%
+report.tables["winners_easy"]
+
+# %% [markdown]
+# ## What these runs say
+
+# %%
+print(report.summary_text())
+
+# %%
+study.save(tradeoff, scale, report)

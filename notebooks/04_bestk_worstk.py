@@ -1,0 +1,66 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 04 · best@k and worst@k: how the metric moves n\*
+#
+# **Question.** More rollouts per problem can buy *coverage* (some sample right: best@4) or
+# *sharpening* (every sample right: worst@4). Which does n buy, and does the answer differ
+# between easy and hard problems?
+#
+# **Paper.** IsoCompute Playbook (arXiv 2603.12151, §5): on Easy sets a larger n mainly lifts
+# worst@k; on Hard sets it mainly lifts best@k — so the metric you validate on moves n\*.
+#
+# **Data.** The runs of study `nstar` (notebook 02), re-analysed under three metrics; nothing
+# new is trained when its snapshot exists.
+
+# %% tags=["parameters"]
+scale = "cpu"  # smoke | cpu | gpu
+workers = 2  # runs at once, when the nstar sweep has to run
+rerun = False  # True: run the sweep even when runs/nstar/<scale>/ holds a snapshot
+
+# %%
+from isolab import study
+
+effect = study.get("bestk-worstk")
+study.describe(effect, scale)
+
+# %%
+data = study.collect(effect, scale, workers=workers, rerun=rerun)
+report = study.analyse(effect, data, scale)
+
+# %% [markdown]
+# ## n\*(C) under each metric
+# The fitted n\*(C) per metric; where a metric's curve sits higher, a larger n pays under it.
+
+# %%
+report.figure("metric_effect")
+
+# %% [markdown]
+# ## Each metric against n at the full budget
+# For each n its best B_p (by avg@4); the slope against log2 n is what n buys per doubling.
+
+# %%
+report.figure("by_n")
+
+# %%
+report.tables["saturation_easy"]
+
+# %% [markdown]
+# ## What these runs say
+
+# %%
+print(report.summary_text())
+
+# %%
+study.save(effect, scale, report)

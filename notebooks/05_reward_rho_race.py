@@ -1,0 +1,70 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 05 · Reward systems and the update fraction ρ; the RACE pilot
+#
+# **Question.** With compute counted in FLOPs, C_total = C_search + C_learning + C_reward. How
+# much of it should go to learning (ρ = C_learning / C_total), and does a reward model that
+# itself costs FLOPs move the answer?
+#
+# **Paper.** Wilhelm & Kao (arXiv 2607.13389): rule-based rewards favour ρ ≈ 0.72, PRM-style
+# feedback ρ ≈ 0.44–0.45 because the reward model eats part of the budget. RACE — a small
+# pilot IsoFLOP grid — calls the regime (update-, search- or reward-heavy) the full grid would,
+# with a same-regime rate of 1.0; it is a diagnostic, not a guarantee of better held-out reward.
+#
+# **Here.** ρ moves with the update passes per batch (μ = 1, 2, 4) and with the reward model's
+# cost: `orm` / `prm` are tiny reward models isolab trains, `proxy-prm` charges a model 4× the
+# policy. At cpu scale 18 + 12 runs, about 6 minutes with 2 workers, or seconds from
+# `runs/reward-rho/cpu/`.
+
+# %% tags=["parameters"]
+scale = "cpu"  # smoke | cpu | gpu
+workers = 2  # runs at once, when a sweep has to run
+rerun = False  # True: run the sweeps even when runs/reward-rho/<scale>/ holds snapshots
+
+# %%
+from isolab import study
+
+rho = study.get("reward-rho")
+study.describe(rho, scale)
+
+# %%
+data = study.collect(rho, scale, workers=workers, rerun=rerun)
+report = study.analyse(rho, data, scale)
+
+# %% [markdown]
+# Where each run's FLOPs went (at its budget) and what it reached:
+
+# %%
+report.tables["runs"]
+
+# %% [markdown]
+# ## Reward against ρ at equal FLOPs, and the RACE calls
+# Left: each run's avg@4 inside the IsoFLOP band against its ρ, with a concave quadratic per
+# reward system where one fits. Right: the pilot's ρ call against the full grid's.
+
+# %%
+report.figure("rho_frontier")
+
+# %%
+report.tables["race"]
+
+# %% [markdown]
+# ## What these runs say
+
+# %%
+print(report.summary_text())
+
+# %%
+study.save(rho, scale, report)

@@ -1,0 +1,61 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 06 · Model size at equal FLOPs
+#
+# **Question.** With a fixed FLOP budget, a bigger policy costs more per rollout and per
+# update, so it buys fewer of both. Does its better start make up for that?
+#
+# **Paper.** Wilhelm & Kao (arXiv 2607.13389): the best allocation depends jointly on model
+# size, reward design and target; there is no universal recipe.
+#
+# **Here.** tiny-s (0.08M), tiny-m (0.66M) and tiny-l (2.2M parameters), each with n = 4 and
+# 16, on the whole problem pool so all three are scored on the same problems. At cpu scale 6
+# runs, about 10 minutes with 2 workers (tiny-s's many cheap steps dominate), or seconds from
+# `runs/model-size/cpu/`.
+
+# %% tags=["parameters"]
+scale = "cpu"  # smoke | cpu | gpu
+workers = 2  # runs at once, when a sweep has to run
+rerun = False  # True: run the sweep even when runs/model-size/<scale>/ holds a snapshot
+
+# %%
+from isolab import study
+
+size = study.get("model-size")
+study.describe(size, scale)
+
+# %%
+data = study.collect(size, scale, workers=workers, rerun=rerun)
+report = study.analyse(size, data, scale)
+
+# %% [markdown]
+# ## Reward against FLOPs, and what the budget bought
+# Left: avg@4 against cumulative FLOPs per model (line style: n). Right: rollouts and
+# updates each model's best run bought with the same budget (log scale).
+
+# %%
+report.figure("model_size")
+
+# %%
+report.tables["best_per_model"]
+
+# %% [markdown]
+# ## What these runs say
+
+# %%
+print(report.summary_text())
+
+# %%
+study.save(size, scale, report)

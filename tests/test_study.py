@@ -1,0 +1,156 @@
+"""The curated studies: specs at every scale, `isolab study list|run`, re-plotting from the
+committed cpu-scale snapshots, and the small tables behind the findings."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from isolab import study, summaries
+from isolab.study_spec import StudySpec, plan_study
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("scale", ["smoke", "cpu"])
+def test_every_study_plans_at_smoke_and_cpu_scale(scale):
+    for s in study.STUDIES.values():
+        for sweep, plan in study.plans(s, scale).items():
+            assert plan.spec.name == f"{s.data_study}/{scale}/{sweep}"  # the MLflow experiment
+            assert plan.points and all(p.config.study == plan.spec.name for p in plan.points)
+            if scale == "smoke":  # CI: a few seconds per run
+                assert plan.est_wall_s < 120, (s.name, sweep, plan.est_wall_s)
+
+
+def test_gpu_specs_parse_and_name_their_experiments():
+    for s in study.STUDIES.values():
+        for sweep in s.sweeps:
+            spec = StudySpec.from_yaml(study.spec_path(s, "gpu", sweep))
+            assert spec.name == f"{s.data_study}/gpu/{sweep}"
+            assert spec.resources.gpus_per_run == 1
+
+
+def test_gpu_rollout_specs_plan_from_local_data():
+    """IsoCompute GPU specs plan offline once the data set is local (IsoFLOP ones need the
+    hub's reward-model and policy configs, which this machine cannot reach)."""
+    spec = StudySpec.from_yaml(study.spec_path(study.get("nstar"), "gpu", "main"))
+    data = REPO.parent / "shared" / "data"
+    if not (data / "gsm8k").exists():
+        pytest.skip(f"no local GSM8K under {data}")
+    plan = plan_study(spec.replace(base=spec.base.replace(data_dir=str(data))))
+    assert plan.points and all(p.planned_flops > 0 for p in plan.points)
+    assert {p.config.model for p in plan.points} == {"smollm2-135m"}
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "isolab.cli", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def test_study_cli_lists_and_rejects_bad_input_naming_the_fix():
+    out = _cli("study", "list")
+    assert out.returncode == 0, out.stderr
+    for s in study.STUDIES.values():
+        assert s.name in out.stdout
+    bad = _cli("study", "run", "nope")
+    assert bad.returncode == 2 and "nstar" in bad.stderr  # lists the studies
+    bad = _cli("study", "run", "nstar", "--scale", "huge")
+    assert bad.returncode == 2 and "smoke, cpu, gpu" in bad.stderr
+
+
+def test_a_missing_scale_says_which_file_to_write(tmp_path, monkeypatch):
+    monkeypatch.setenv("ISOLAB_STUDIES_DIR", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match=r"nstar/cpu/main.yaml is missing"):
+        study.load_specs(study.get("nstar"), "cpu")
+
+
+@pytest.fixture
+def committed(tmp_path, monkeypatch):
+    """A copy of the committed cpu-scale snapshots, as a reader with only the repo has them."""
+    root = tmp_path / "runs"
+    for s in study.STUDIES.values():
+        for sweep in s.sweeps:
+            src = REPO / "runs" / s.data_study / "cpu" / sweep
+            if not (src / "runs.parquet").exists():
+                pytest.fail(f"no committed snapshot {src}: run `isolab study run {s.name}`")
+            dst = root / s.data_study / "cpu" / sweep
+            if not dst.exists():
+                shutil.copytree(src, dst)
+    monkeypatch.setenv("ISOLAB_RESULTS_DIR", str(root))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    return root
+
+
+def test_every_study_replots_from_its_committed_snapshot(committed, capsys):
+    """No training: figures, tables and findings from runs/<study>/cpu/ alone, logged to a fresh
+    MLflow store; 02 reports n*(C) with a fitted saturation and interval for both splits."""
+    from mlflow.tracking import MlflowClient
+
+    times = {}
+    for s in study.STUDIES.values():
+        t0 = time.perf_counter()
+        report = study.run(s.name, "cpu", progress=False)
+        times[s.name] = time.perf_counter() - t0
+        out = study.output_dir(s, "cpu")
+        assert sorted(p.stem for p in (out / "figures").glob("*.png")) == sorted(report.figures)
+        assert report.summary and report.versus_paper
+        assert json.loads((out / "findings.json").read_text())
+        runs = MlflowClient().search_runs(
+            [MlflowClient().get_experiment_by_name(f"{s.name}/cpu").experiment_id]
+        )
+        assert runs and runs[0].info.status == "FINISHED"
+    nstar = json.loads((committed / "nstar" / "cpu" / "findings.json").read_text())
+    for split in ("easy", "hard"):
+        f = nstar[split]
+        assert f["status"] in ("ok", "extrapolated"), f
+        lo, hi = f["ci"]
+        assert math.isfinite(f["n_saturation"]) and lo <= f["n_saturation"] <= hi
+    with capsys.disabled():
+        print("\nre-plot from runs/: " + ", ".join(f"{k} {v:.1f} s" for k, v in times.items()))
+
+
+def _runs(rows: list[tuple]) -> pl.DataFrame:
+    return pl.DataFrame(
+        rows,
+        schema=["run_key", "arm", "step", "compute/rollouts", "eval/avg@4"],
+        orient="row",
+    )
+
+
+def test_final_averages_seeds_at_each_runs_last_evaluation():
+    df = _runs(
+        [
+            ("a0", "x", 0, 0, 0.2),
+            ("a0", "x", 4, 64, 0.5),
+            ("a1", "x", 0, 0, 0.3),
+            ("a1", "x", 4, 64, 0.7),
+            ("b0", "y", 0, 0, 0.25),
+            ("b0", "y", 2, 32, 0.4),
+        ]
+    )
+    f = summaries.final(df, ["arm"], "eval/avg@4")
+    x = f.filter(pl.col("arm") == "x").row(0, named=True)
+    assert x["base"] == pytest.approx(0.25) and x["final"] == pytest.approx(0.6)
+    assert x["gain"] == pytest.approx(0.35) and x["n_seeds"] == 2 and x["rollouts"] == 64
+    assert x["final_std"] == pytest.approx(math.sqrt(0.02))
+    y = f.filter(pl.col("arm") == "y").row(0, named=True)
+    assert y["final"] == pytest.approx(0.4) and y["steps"] == 2
+    c = summaries.curves(df, ["arm"], "compute/rollouts", "eval/avg@4")
+    assert c.filter(pl.col("arm") == "x")["mean"].to_list() == pytest.approx([0.25, 0.6])
+
+
+def test_verdict_calls_a_tie_inside_the_noise():
+    assert summaries.verdict(0.60, 0.50, 0.01, 0.01, 2, 2) == "higher"
+    assert summaries.verdict(0.50, 0.60, 0.01, 0.01, 2, 2) == "lower"
+    assert summaries.verdict(0.52, 0.50, 0.05, 0.05, 2, 2) == "tie"
+    assert summaries.verdict(0.52, 0.50, math.nan, math.nan, 1, 1) == "tie"  # 0.02 eval noise
+    assert summaries.verdict(math.nan, 0.5, 0.0, 0.0, 1, 1) == "unknown"

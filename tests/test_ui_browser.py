@@ -1,0 +1,305 @@
+"""The MLflow UI served by `isolab ui`, driven in headless Chromium as a user would browse it.
+
+A real (tiny) training run and an analysis run with a figure are logged to a throwaway SQLite
+store; the test then finds, in the rendered pages, the study's experiment in the experiment
+list, the training run's `flops/total` metric and the figure in the analysis run's artifacts.
+
+Setup installs Debian's `chromium` and `chromium-driver` (the driver matches the browser's
+version exactly) when they are missing, as `scripts/ci_services.sh` does; the test skips only
+when they cannot be installed. Selenium never downloads anything: the driver path is explicit
+and Selenium Manager runs offline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, NoReturn
+
+import pytest
+
+pytest.importorskip("selenium", reason="selenium is not installed (pip install -e '.[dev]')")
+
+from mlflow.tracking import MlflowClient  # noqa: E402
+from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import TimeoutException, WebDriverException  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+from isolab import sweep, tracking  # noqa: E402
+from isolab.cli_analysis import _log_analysis  # noqa: E402
+from isolab.config import RunConfig  # noqa: E402
+from isolab.runs import KIND_TAG  # noqa: E402
+from isolab.train import train  # noqa: E402
+
+STUDY = "ui-browser"
+METRIC = "flops/total"
+FIGURE = "ui_browser_frontier.png"
+FIGURE_PX = (300, 200)  # 3 x 2 inches at 100 dpi
+WAIT_S = 60  # the UI is slow on a loaded 2-core machine; each wait is for one element
+UI_START_S = 120
+
+
+# ---- Chromium ------------------------------------------------------------------------------
+def _chromium_paths() -> tuple[str, str] | None:
+    browser = shutil.which("chromium")
+    driver = shutil.which("chromedriver") or (
+        "/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").is_file() else None
+    )
+    return (browser, driver) if browser and driver else None
+
+
+@pytest.fixture(scope="session")
+def chromium() -> tuple[str, str]:
+    """Paths of Debian's Chromium and its chromedriver, installed with apt-get when missing."""
+    if _chromium_paths() is None:
+        if shutil.which("apt-get") is None or os.geteuid() != 0:
+            pytest.skip("chromium / chromedriver missing and apt-get (as root) is not available")
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for cmd in (
+            ["apt-get", "update", "-q"],
+            ["apt-get", "install", "-y", "-q", "chromium", "chromium-driver"],
+        ):
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+            if done.returncode != 0:
+                pytest.skip(f"could not install chromium: {' '.join(cmd)}: {done.stderr[-500:]}")
+    paths = _chromium_paths()
+    if paths is None:
+        pytest.skip("chromium-driver installed but `chromium` / `chromedriver` not found")
+    return paths
+
+
+@pytest.fixture
+def browser(chromium: tuple[str, str], tmp_path: Path) -> Iterator[webdriver.Chrome]:
+    binary, driver_path = chromium
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1600,1000",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+    ):
+        options.add_argument(arg)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SE_OFFLINE", "true")  # never let Selenium Manager reach the network
+        service = Service(executable_path=driver_path, log_output=str(tmp_path / "driver.log"))
+        driver = webdriver.Chrome(service=service, options=options)
+    driver.set_page_load_timeout(WAIT_S)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+# ---- `isolab ui` ---------------------------------------------------------------------------
+def _isolab_cmd() -> list[str]:
+    """The `isolab` console script of this environment (`[project.scripts]`)."""
+    script = Path(sys.executable).parent / "isolab"
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-c", "from isolab.cli import main; main()"]
+
+
+@contextlib.contextmanager
+def _isolab_ui(uri: str, cwd: Path, log: Path) -> Iterator[tuple[str, Callable[[], None]]]:
+    """Start `isolab ui` in its own session; yields its URL and a wait-until-healthy function."""
+    port = sweep.free_port()
+    cmd = [*_isolab_cmd(), "ui", "--tracking-uri", uri, "--port", str(port)]
+    base = f"http://127.0.0.1:{port}"
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def wait_healthy() -> None:
+        deadline = time.monotonic() + UI_START_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"`isolab ui` exited with {proc.returncode}:\n{_tail(log)}")
+            with (
+                contextlib.suppress(OSError),
+                urllib.request.urlopen(f"{base}/health", timeout=2) as response,
+            ):
+                if response.status == 200:
+                    return
+            if time.monotonic() > deadline:
+                pytest.fail(f"`isolab ui` did not answer in {UI_START_S} s:\n{_tail(log)}")
+            time.sleep(0.5)
+
+    try:
+        yield base, wait_healthy
+    finally:
+        # The whole process group: `isolab ui` → `mlflow ui` → uvicorn and job workers.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=15)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever did not stop on SIGTERM
+        proc.wait()
+
+
+def _tail(path: Path, n: int = 3000) -> str:
+    return path.read_text(errors="replace")[-n:] if path.exists() else ""
+
+
+# ---- data ----------------------------------------------------------------------------------
+def _figure(path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(FIGURE_PX[0] / 100, FIGURE_PX[1] / 100), dpi=100)
+    ax.plot([1, 2, 4, 8], [0.2, 0.35, 0.45, 0.5], marker="o")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+# ---- the test ------------------------------------------------------------------------------
+def test_mlflow_ui_shows_experiment_flops_metric_and_figure(
+    isolab_cache, tracking_uri, tmp_path, browser
+):
+    # The store and experiment exist before the UI starts, so the UI boots (slow: several
+    # uvicorn workers) while the tiny run trains.
+    exp_id = tracking.experiment_id(STUDY, tracking_uri)
+    log = tmp_path / "isolab-ui.log"
+    with _isolab_ui(tracking_uri, tmp_path, log) as (base, wait_healthy):
+        cfg = RunConfig(
+            study=STUDY, model="tiny-m", n=2, B_p=2, M=2,
+            eval_problems=4, eval_k_samples=2, eval_ks=(1, 2),
+        )  # fmt: skip
+        result = train(cfg, tracking_uri=tracking_uri)
+        png = _figure(tmp_path / FIGURE)
+        _log_analysis(STUDY, "eval/avg@4", figures=[png], tables=[], tracking_uri=tracking_uri)
+
+        client = MlflowClient(tracking_uri)
+        flops_total = client.get_run(result.run_id).data.metrics[METRIC]
+        (analysis,) = client.search_runs([exp_id], filter_string=f"tags.`{KIND_TAG}` = 'analysis'")
+        train_name = cfg.run_name
+        analysis_name = analysis.info.run_name
+        wait_healthy()
+
+        ui = _Page(browser, tmp_path, log)
+
+        # 1. The experiment list shows the study; its link opens the experiment.
+        ui.get(f"{base}/#/experiments")
+        link = ui.wait(
+            EC.element_to_be_clickable((By.XPATH, f"//a[normalize-space()='{STUDY}']")),
+            f"experiment {STUDY!r} in the experiment list",
+        )
+        ui.check(
+            link.get_attribute("href").endswith(f"/experiments/{exp_id}"),
+            f"experiment link {link.get_attribute('href')!r} does not lead to {exp_id}",
+        )
+        link.click()
+        ui.wait(EC.url_contains(f"/experiments/{exp_id}"), f"experiment {STUDY!r} opened")
+
+        # 2. The runs table (model-training view) lists the training run; its page shows
+        #    flops/total with the logged value.
+        runs_url = f"{base}/#/experiments/{exp_id}/runs?workflowType=machine_learning"
+        ui.get(runs_url)
+        ui.click_text(train_name, f"training run {train_name!r} in the runs table")
+        ui.wait(EC.url_contains(f"/runs/{result.run_id}"), f"run page of {train_name!r}")
+        search = ui.wait(
+            EC.visibility_of_element_located(
+                (By.CSS_SELECTOR, "input[placeholder='Search metrics']")
+            ),
+            f"the metrics search box of run {train_name!r}",
+        )
+        search.send_keys(METRIC)  # as a user would among ~60 metrics; the table may be virtual
+        name = ui.wait(
+            EC.visibility_of_element_located(
+                (By.XPATH, f"//*[@role='row']//*[normalize-space(text())='{METRIC}']")
+            ),
+            f"metric {METRIC!r} in the metrics table of run {train_name!r}",
+        )
+        row = name.find_element(By.XPATH, "./ancestor::*[@role='row'][1]")
+        cells = [c for c in row.text.splitlines() if c.strip() and c.strip() != METRIC]
+        ui.check(
+            any(_number(c) == pytest.approx(flops_total, rel=1e-3) for c in cells),
+            f"{METRIC} row reads {row.text!r}, expected {flops_total:g}",
+        )
+
+        # 3. The analysis run's artifacts hold the figure, and its preview image loads.
+        ui.get(runs_url)
+        ui.click_text(analysis_name, f"analysis run {analysis_name!r} in the runs table")
+        ui.wait(EC.url_contains(f"/runs/{analysis.info.run_id}"), f"run page of {analysis_name!r}")
+        ui.click_text("Artifacts", "the Artifacts tab")
+        ui.click_text("frontier", "the frontier/ folder in the artifact tree")
+        ui.click_text(FIGURE, f"{FIGURE} in the artifact tree")
+        ui.wait(
+            lambda d: d.execute_script(
+                "return [...document.images].some(i => i.complete"
+                " && i.naturalWidth === arguments[0] && i.naturalHeight === arguments[1])",
+                *FIGURE_PX,
+            ),
+            f"a loaded {FIGURE_PX[0]}x{FIGURE_PX[1]} preview image of {FIGURE}",
+        )
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text.replace(",", "").strip())
+    except ValueError:
+        return None
+
+
+class _Page:
+    """Explicit waits that fail with a screenshot, the page source and the UI's log."""
+
+    def __init__(self, driver: webdriver.Chrome, out: Path, ui_log: Path):
+        self.driver, self.out, self.ui_log = driver, out, ui_log
+        self.waiter = WebDriverWait(driver, WAIT_S, poll_frequency=0.5)
+
+    def get(self, url: str) -> None:
+        try:
+            self.driver.get(url)
+            return
+        except WebDriverException as err:
+            error = err.msg
+        self.fail(f"could not load {url}: {error}")  # outside `except`: no chained traceback
+
+    def wait(self, condition: Callable[[Any], Any], what: str) -> Any:
+        try:
+            return self.waiter.until(condition)
+        except TimeoutException:
+            pass
+        self.fail(f"the UI did not show {what} within {WAIT_S} s")
+
+    def click_text(self, text: str, what: str) -> None:
+        locator = (By.XPATH, f"//*[normalize-space(text())='{text}']")
+        self.wait(EC.element_to_be_clickable(locator), what).click()
+
+    def check(self, ok: bool, message: str) -> None:
+        if not ok:
+            self.fail(message)
+
+    def fail(self, message: str) -> NoReturn:
+        shot, source = self.out / "failure.png", self.out / "failure.html"
+        url = "?"
+        with contextlib.suppress(WebDriverException):
+            url = self.driver.current_url
+        with contextlib.suppress(WebDriverException):
+            self.driver.save_screenshot(str(shot))
+        with contextlib.suppress(WebDriverException):
+            source.write_text(self.driver.page_source)
+        pytest.fail(
+            f"{message}\nurl: {url}\nscreenshot: {shot}\n"
+            f"page source: {source}\n`isolab ui` log ({self.ui_log}):\n{_tail(self.ui_log, 1500)}",
+            pytrace=False,
+        )
