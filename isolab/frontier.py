@@ -901,6 +901,9 @@ def optimal_n(
     lo_b, hi_b = math.log2(min(ns)), math.log2(max(ns))
     keep = np.isfinite(smooth)
     fit = fit_sigmoid(grid[keep], smooth[keep], bounds_A=(lo_b, hi_b), n_boot=0, what="log2 n*")
+    if not fit.identifiable and np.ptp(smooth[keep]) < 1e-9 and 2.0 ** smooth[keep][0] < max(ns):
+        curves = (smooth, keep, grid, window, envelope)
+        return _flat_n_star(y, x, table, per, curves_tbl, fits, fit, ns, usable, n_boot, ci, curves)
     if not fit.identifiable:
         const = float(2 ** np.nanmedian(smooth))
         where = (
@@ -981,6 +984,49 @@ def optimal_n(
         sat_ci,
         status,
         "; ".join(reasons),
+    )
+
+
+def _flat_n_star(
+    y: str,
+    x: str,
+    table: pl.DataFrame,
+    per: pl.DataFrame,
+    curves_tbl: pl.DataFrame,
+    fits: dict[int, SigmoidFit],
+    fit: SigmoidFit,
+    ns: list[int],
+    usable: list[int],
+    n_boot: int,
+    ci: float,
+    curves: tuple,
+) -> NStarResult:
+    """n*(C) flat at one n below the grid's largest over the whole compute range: it saturated
+    before the smallest compute measured. The level is the saturation (its rise, C_mid, is not
+    identifiable); the interval is the spread of the level over the bootstrap replicates."""
+    smooth, keep, grid, window, envelope = curves
+    level = float(2.0 ** smooth[keep][0])
+    lo = hi = float("nan")
+    if n_boot > 0 and all(fits[n].boot is not None for n in usable):
+        reps = np.stack([_predict_params(fits[n].boot, grid) for n in usable], axis=1)
+        smooth_b = _running_mean(envelope(reps), window)[:, keep]
+        per_rep = 2.0 ** np.nanmedian(smooth_b, axis=1)
+        q = (1 - ci) / 2
+        lo, hi = (float(v) for v in np.nanquantile(per_rep, [q, 1 - q]))
+        lo, hi = min(lo, level), max(hi, level)
+    table = table.with_columns(
+        fit=pl.lit(level),
+        fit_lo=pl.lit(lo if np.isfinite(lo) else None, pl.Float64),
+        fit_hi=pl.lit(hi if np.isfinite(hi) else None, pl.Float64),
+    )
+    C_lo = float(grid[keep][0])
+    reason = (
+        f"n* is flat at {level:.0f} over the whole compute range ({C_lo:.3g} to "
+        f"{float(grid[keep][-1]):.3g}): it saturated below the smallest compute measured; the "
+        "level is the saturation, the compute of its rise (C_mid) is not identifiable"
+    )
+    return NStarResult(
+        y, x, table, per, curves_tbl, fits, fit, level, (lo, hi), "extrapolated", reason
     )
 
 

@@ -287,6 +287,10 @@ def _run_sweep(plan: StudyPlan, workers: int, tracking_uri: str | None, progress
     )
     if not todo:
         return
+    if workers == 1:  # runs in this process: keep its output to the progress bar
+        from isolab.cli import quiet_libraries
+
+        quiet_libraries()
     bar = None
     if progress:
         from tqdm.std import tqdm  # text: it reads the same in a terminal and a saved notebook

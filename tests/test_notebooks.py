@@ -41,8 +41,19 @@ def test_each_notebook_has_one_papermill_parameters_cell():
                 assert len(cell.source.splitlines()) <= 10, f"{name}: {cell.source[:60]}"
 
 
+@pytest.fixture(scope="session")
+def notebook_models(isolab_cache):
+    """The models the smoke studies use beyond tiny-m (tiny-s, the tiny PRM), built once into
+    the shared cache before the notebooks' clock starts, as `isolab_cache` does for tiny-m."""
+    from isolab import models, reward_models
+
+    models.build("tiny-s")
+    reward_models.build("tiny-prm")
+    return isolab_cache
+
+
 @pytest.fixture
-def sandbox(tmp_path, monkeypatch, isolab_cache):
+def sandbox(tmp_path, monkeypatch, notebook_models):
     """Results and the MLflow store in tmp_path; the shared model cache (the kernel inherits
     this environment)."""
     monkeypatch.setenv("ISOLAB_RESULTS_DIR", str(tmp_path / "runs"))
@@ -88,5 +99,7 @@ def test_all_notebooks_run_at_smoke_scale(sandbox, capsys):
         assert saved.is_relative_to(sandbox)
         assert (saved / "findings.md").exists() and any((saved / "figures").glob("*.png"))
     with capsys.disabled():
-        print("\nnotebooks at smoke scale: " + ", ".join(f"{k} {v:.0f} s" for k, v in times.items()))
+        print(
+            "\nnotebooks at smoke scale: " + ", ".join(f"{k} {v:.0f} s" for k, v in times.items())
+        )
         print(f"total {sum(times.values()):.0f} s (CI budget 480 s)")
