@@ -14,7 +14,7 @@ STAMP   = $(VENV)/.isolab-installed
 # pip warns about every local index folder this machine lacks; keep the log readable.
 QUIET   = 2>&1 | { grep -v "is ignored: it is neither" || true; }
 
-.PHONY: install demo test test-all bench lint format ui clean
+.PHONY: install demo test test-all bench lint format ui notebooks studies lab browse clean
 
 install: $(STAMP)
 
@@ -40,14 +40,34 @@ bench: $(STAMP)
 	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b; done
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check isolab tests benchmarks
-	$(VENV)/bin/ruff format --check isolab tests benchmarks
+	$(VENV)/bin/ruff check isolab tests benchmarks notebooks
+	$(VENV)/bin/ruff format --check isolab tests benchmarks notebooks
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format isolab tests benchmarks
 	$(VENV)/bin/ruff check --fix isolab tests benchmarks
 
 ui: $(STAMP)
+	$(ISOLAB) ui
+
+# Re-execute the six notebooks in place at cpu scale: they re-plot from the committed
+# snapshots under runs/ (about 15 s each), or run a sweep whose snapshot is missing.
+notebooks: $(STAMP)
+	for nb in notebooks/0*.ipynb; do $(VENV)/bin/papermill --cwd notebooks $$nb $$nb; done
+
+# Every study's cpu-scale sweeps, analysis and figures without Jupyter (resumable).
+studies: $(STAMP)
+	for s in healthy-recipe nstar n-vs-bp bestk-worstk reward-rho model-size; do \
+	  $(ISOLAB) study run $$s --scale cpu; done
+
+# JupyterLab on the notebooks (installed into .venv on first use).
+lab: $(STAMP)
+	$(PY) -c "import jupyterlab" 2>/dev/null || $(PY) -m pip install -q "jupyterlab>=4" $(QUIET)
+	$(VENV)/bin/jupyter lab notebooks/
+
+# Load the committed cpu-scale snapshots into the local MLflow store and open the UI.
+browse: $(STAMP)
+	for d in runs/*/cpu/*/; do test -f $$d/runs.parquet && $(ISOLAB) runs import $$d; done
 	$(ISOLAB) ui
 
 clean:

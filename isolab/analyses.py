@@ -85,6 +85,13 @@ def _n(value: float) -> str:
     return "n/a" if value is None or not math.isfinite(value) else f"{value:.3g}"
 
 
+def _c(value: float) -> str:
+    """A compute in rollouts: 8,192 (plain below a million)."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    return f"{value:,.0f}" if value < 1e6 else f"{value:.3g}"
+
+
 def _splits(df: pl.DataFrame) -> list[str]:
     order = {"easy": 0, "hard": 1}
     return sorted(df["split"].unique().to_list(), key=lambda s: (order.get(s, 2), s))
@@ -253,10 +260,14 @@ def nstar(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
             if math.isfinite(res.n_saturation) and res.n_saturation >= 0.7 * n_max
             else ""
         )
-        sentence = (
-            f"{split.capitalize()} split: n*(C) moves from {_n(first[1])} at C = {_n(first[0])} to "
-            f"{_n(last[1])} at C = {_n(last[0])} rollouts; "
-        )
+        if _n(first[1]) == _n(last[1]):
+            path = f"stays at {_n(first[1])} from C = {_c(first[0])} through {_c(last[0])}"
+        else:
+            path = (
+                f"moves from {_n(first[1])} at C = {_c(first[0])} to {_n(last[1])} at "
+                f"C = {_c(last[0])}"
+            )
+        sentence = f"{split.capitalize()} split: n*(C) {path} rollouts; "
         if res.status == "not identifiable":
             sentence += f"the saturation is not identifiable ({res.reason})."
         else:

@@ -144,6 +144,7 @@ def frontier_cmd(
     from isolab import frontier as fr
     from isolab import plots
     from isolab.runs import is_snapshot, read_snapshot_meta
+    from isolab.tracking import runs_dir
 
     if n_boot < 0:
         _fail(f"--n-boot {n_boot}: use 0 (no intervals) or a positive count.")
@@ -159,7 +160,7 @@ def frontier_cmd(
         read_snapshot_meta(target).get("study") or Path(target).name if snapshot else str(target)
     )
     # beside the snapshot, or under runs/<study>/ for an MLflow experiment
-    out = out or (Path(target) if Path(target).is_dir() else Path("runs") / study) / "figures"
+    out = out or (Path(target) if Path(target).is_dir() else runs_dir() / study) / "figures"
     out.mkdir(parents=True, exist_ok=True)
     console.print(
         f"[bold]{study}[/]: {df['run_key'].n_unique() if 'run_key' in df.columns else '?'} runs, "
@@ -272,11 +273,12 @@ def export_cmd(
 ) -> None:
     """Write a study's runs table as a parquet snapshot (runs.parquet + snapshot.json)."""
     from isolab.runs import export_runs, is_snapshot
+    from isolab.tracking import runs_dir
 
     if is_snapshot(experiment):
         _fail(f"{experiment} is already a snapshot; export takes an MLflow experiment name.")
     df = _load(experiment, tracking_uri, None if all_statuses else ["FINISHED"])
-    dest = dest or Path("runs") / experiment
+    dest = dest or runs_dir() / experiment
     path = export_runs(df, dest, study=experiment)
     runs = df["run_key"].n_unique() if "run_key" in df.columns else df["run_id"].n_unique()
     console.print(f"exported {runs} runs, {df.height} evaluation points → {path}/")

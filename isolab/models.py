@@ -36,8 +36,13 @@ PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
 
 
 def cache_root() -> Path:
-    """Where isolab caches models and difficulty labels: `$ISOLAB_CACHE` or `runs/cache`."""
-    return Path(os.environ.get("ISOLAB_CACHE", "runs/cache"))
+    """Where isolab caches models and difficulty labels: `$ISOLAB_CACHE` or `runs/cache` (the
+    project's `runs/`, see `isolab.tracking.runs_dir`)."""
+    if os.environ.get("ISOLAB_CACHE"):
+        return Path(os.environ["ISOLAB_CACHE"])
+    from isolab.tracking import runs_dir
+
+    return runs_dir() / "cache"
 
 
 @dataclass(frozen=True)

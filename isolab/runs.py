@@ -74,7 +74,7 @@ def _client(tracking_uri: str | None, must_exist: bool) -> tuple[Any, str]:
             if explicit and explicit.startswith("sqlite:///")
             else None
             if explicit
-            else tracking.DEFAULT_DB
+            else tracking.default_db()
         )
         if path is not None and not path.exists():
             raise FileNotFoundError(

@@ -160,8 +160,11 @@ def studies_dir() -> Path:
 
 
 def results_root() -> Path:
-    """Where snapshots and figures go: `$ISOLAB_RESULTS_DIR`, else the repo's `runs/`."""
-    return Path(os.environ.get("ISOLAB_RESULTS_DIR") or _REPO / "runs")
+    """Where snapshots and figures go: `$ISOLAB_RESULTS_DIR`, else the project's `runs/`
+    (`isolab.tracking.runs_dir`)."""
+    from isolab.tracking import runs_dir
+
+    return Path(os.environ.get("ISOLAB_RESULTS_DIR") or runs_dir())
 
 
 def spec_path(study: Study, scale: str, sweep: str) -> Path:

@@ -12,6 +12,9 @@ from collections.abc import Sequence
 import polars as pl
 
 RUN = "run_key"
+# Sampling noise of one evaluation of avg@4 on 64 problems × 8 samples (binomial, p ≈ 0.5,
+# with the per-problem spread): about 0.02.
+EVAL_NOISE = 0.02
 _SHORT = {"compute/rollouts": "rollouts", "flops/total": "flops"}
 
 
@@ -65,14 +68,19 @@ def final(df: pl.DataFrame, by: Sequence[str], y: str) -> pl.DataFrame:
 
 
 def verdict(a: float, b: float, a_std: float, b_std: float, n_a: int, n_b: int) -> str:
-    """`higher` / `lower` / `tie` for a − b, a tie when the gap is within two standard errors
-    of the seed spread (one seed per side: within `noise` = 0.02, the eval's sampling error
-    at 64 problems × 8 samples is about that size)."""
+    """`higher` / `lower` / `tie` for a − b: a tie when the gap is within two standard errors.
+
+    Each side's standard error is its seed spread over sqrt(seeds), but never below the
+    evaluation's own sampling noise (`EVAL_NOISE` per run, over sqrt(seeds)): two seeds that
+    happen to agree do not make a difference certain.
+    """
     if not (math.isfinite(a) and math.isfinite(b)):
         return "unknown"
     var = 0.0
     for std, n in ((a_std, n_a), (b_std, n_b)):
-        var += (std**2 / n) if (n and n > 1 and std is not None and math.isfinite(std)) else 0.02**2
+        n = max(1, n or 1)
+        spread = std if std is not None and math.isfinite(std) else 0.0
+        var += max(spread, EVAL_NOISE) ** 2 / n
     margin = 2 * math.sqrt(var)
     if a - b > margin:
         return "higher"

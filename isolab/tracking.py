@@ -25,7 +25,25 @@ import isolab
 
 log = logging.getLogger(__name__)
 
-DEFAULT_DB = Path("runs") / "mlflow.db"
+
+def runs_dir() -> Path:
+    """isolab's working folder (store, artifacts, caches, results): `$ISOLAB_RUNS` if set, else
+    the `runs/` folder of the nearest ancestor of the current folder that has one (so that a
+    notebook running in `notebooks/` shares the project's store), else `./runs`."""
+    if os.environ.get("ISOLAB_RUNS"):
+        return Path(os.environ["ISOLAB_RUNS"])
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        if (folder / "runs").is_dir():
+            return folder / "runs"
+    return Path("runs")
+
+
+def default_db() -> Path:
+    """The default SQLite store: `runs/mlflow.db` (see `runs_dir`)."""
+    return runs_dir() / "mlflow.db"
+
+
 RUN_KEY_TAG = "isolab.run_key"
 FLUSH_EVERY_S = 5.0
 
@@ -35,8 +53,9 @@ def resolve_uri(uri: str | None = None) -> str:
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI")
     if uri:
         return uri
-    DEFAULT_DB.parent.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{DEFAULT_DB.resolve()}"
+    db = default_db()
+    db.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{db.resolve()}"
 
 
 def artifact_root(uri: str) -> str | None:

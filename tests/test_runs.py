@@ -208,3 +208,22 @@ def test_cli_bad_input_exits_2_naming_the_problem(
     assert res.exit_code == 2, res.output
     assert message in " ".join(res.output.split()), res.output
     assert math.isfinite(res.exit_code)
+
+
+def test_runs_dir_is_the_projects_runs_folder_from_any_subfolder(tmp_path, monkeypatch):
+    """A notebook runs in notebooks/: it must share the project's store and caches."""
+    from isolab import models, tracking
+
+    monkeypatch.delenv("ISOLAB_RUNS", raising=False)
+    monkeypatch.delenv("ISOLAB_CACHE", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    (tmp_path / "project" / "runs").mkdir(parents=True)
+    (tmp_path / "project" / "notebooks").mkdir()
+    monkeypatch.chdir(tmp_path / "project" / "notebooks")
+    assert tracking.runs_dir() == tmp_path / "project" / "runs"
+    assert tracking.resolve_uri() == f"sqlite:///{tmp_path / 'project' / 'runs' / 'mlflow.db'}"
+    assert models.cache_root() == tmp_path / "project" / "runs" / "cache"
+    monkeypatch.chdir(tmp_path)  # no runs/ above: a new one here
+    assert tracking.runs_dir() == Path("runs")
+    monkeypatch.setenv("ISOLAB_RUNS", str(tmp_path / "elsewhere"))
+    assert tracking.runs_dir() == tmp_path / "elsewhere"
