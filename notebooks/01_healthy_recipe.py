@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -31,6 +33,7 @@ workers = 2  # runs at once, when a sweep has to run
 rerun = False  # True: run the sweeps even when runs/healthy-recipe/<scale>/ holds snapshots
 
 # %%
+# %matplotlib inline
 from isolab import study
 
 recipe = study.get("healthy-recipe")

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -35,6 +37,7 @@ workers = 2  # runs at once, when a sweep has to run
 rerun = False  # True: run the sweep even when runs/nstar/<scale>/ holds a snapshot
 
 # %%
+# %matplotlib inline
 from isolab import study
 
 nstar = study.get("nstar")

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -31,6 +33,7 @@ workers = 2  # runs at once, when a sweep has to run
 rerun = False  # True: run the sweep even when runs/n-vs-bp/<scale>/ holds a snapshot
 
 # %%
+# %matplotlib inline
 from isolab import study
 
 tradeoff = study.get("n-vs-bp")
