@@ -44,8 +44,9 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check isolab tests benchmarks notebooks
 
 format: $(STAMP)
-	$(VENV)/bin/ruff format isolab tests benchmarks
-	$(VENV)/bin/ruff check --fix isolab tests benchmarks
+	$(VENV)/bin/ruff format isolab tests benchmarks notebooks
+	$(VENV)/bin/ruff check --fix isolab tests benchmarks notebooks
+	$(VENV)/bin/jupytext --sync -q notebooks/0*.py
 
 ui: $(STAMP)
 	$(ISOLAB) ui

@@ -6,6 +6,7 @@ import time
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from isolab.cli_common import TrackingUri, console, err, fail
@@ -85,7 +86,7 @@ def run_cmd(
             name, scale, workers=workers, rerun=rerun, log=log, tracking_uri=tracking_uri
         )
     except RuntimeError as exc:
-        err.print(f"[red]{exc}[/]")
+        err.print(f"[red]{escape(str(exc))}[/]")
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/]: finished runs are kept; run the same command to resume.")
@@ -94,7 +95,7 @@ def run_cmd(
     console.print(
         f"{plan['points'].sum()} points in {plan.height} sweep(s); {time.perf_counter() - t0:.1f} s"
     )
-    console.print(report.summary_text())
+    console.print(report.summary_text(), markup=False)
     console.print(f"figures → {out}/figures/ ({len(report.figures)}), findings → {out}/findings.md")
 
 

@@ -184,6 +184,8 @@ def run_cmd(
         fail(f"--backend {backend!r}: choose one of {', '.join(sweep.BACKENDS)}")
     if workers < 1:
         fail(f"--workers {workers}: must be ≥ 1")
+    if backend == "inline" and workers != 1:
+        fail(f"--backend inline runs one point at a time in this process: drop --workers {workers}")
     if address and backend != "ray":
         fail("--address is for the ray backend: add --backend ray")
     uri = sweep.resolve_uri(tracking_uri)

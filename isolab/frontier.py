@@ -901,7 +901,11 @@ def optimal_n(
     lo_b, hi_b = math.log2(min(ns)), math.log2(max(ns))
     keep = np.isfinite(smooth)
     fit = fit_sigmoid(grid[keep], smooth[keep], bounds_A=(lo_b, hi_b), n_boot=0, what="log2 n*")
-    if not fit.identifiable and np.ptp(smooth[keep]) < 1e-9 and 2.0 ** smooth[keep][0] < max(ns):
+    level = 2.0 ** smooth[keep][0] if keep.any() else math.nan
+    flat = keep.any() and np.ptp(smooth[keep]) < 1e-9
+    # flat at an interior n: saturated below the smallest C. Flat at the grid's largest or
+    # smallest n: the grid's edge binds, which says nothing about a saturation.
+    if not fit.identifiable and flat and not np.isclose(level, [min(ns), max(ns)]).any():
         curves = (smooth, keep, grid, window, envelope)
         return _flat_n_star(y, x, table, per, curves_tbl, fits, fit, ns, usable, n_boot, ci, curves)
     if not fit.identifiable:

@@ -152,10 +152,19 @@ def plot_n_star(result: NStarResult, ax: Axes, *, show_raw: bool = True) -> Axes
         )
     ax.plot(C, t["n_star"].to_numpy(), "o", ms=3, color="tab:blue", label="n* (running average)")
     if "fit" in t.columns:
-        ax.plot(C, t["fit"].to_numpy(), color="black", lw=2, label="sigmoid fit of log n*")
-        lo, hi = t["fit_lo"].to_numpy(), t["fit_hi"].to_numpy()
+        flat = result.fit is None or not result.fit.identifiable  # a saturated, flat n*
+        ax.plot(
+            C,
+            t["fit"].to_numpy(),
+            color="black",
+            lw=2,
+            label="flat n* (saturated)" if flat else "sigmoid fit of log n*",
+        )
+        lo = t["fit_lo"].cast(float).fill_null(float("nan")).to_numpy()
+        hi = t["fit_hi"].cast(float).fill_null(float("nan")).to_numpy()
         if np.isfinite(lo).any():
-            ax.fill_between(C, lo, hi, color="black", alpha=0.15, lw=0, label="95% bootstrap band")
+            band = "95% bootstrap interval of the level" if flat else "95% bootstrap band"
+            ax.fill_between(C, lo, hi, color="black", alpha=0.15, lw=0, label=band)
     if np.isfinite(result.n_saturation):
         lo, hi = result.n_saturation_ci
         ci = f" [{lo:.0f}, {hi:.0f}]" if np.isfinite(lo) else ""

@@ -245,7 +245,11 @@ def _order_columns(df: pl.DataFrame) -> pl.DataFrame:
 # Snapshots
 # ------------------------------------------------------------------------------------------
 def export_runs(
-    df: pl.DataFrame, dest: str | os.PathLike[str], *, study: str | None = None
+    df: pl.DataFrame,
+    dest: str | os.PathLike[str],
+    *,
+    study: str | None = None,
+    extra_meta: dict[str, Any] | None = None,
 ) -> Path:
     """Write the runs table as a snapshot folder: ``runs.parquet`` + ``snapshot.json``.
 
@@ -272,6 +276,7 @@ def export_runs(
         "rows": df.height,
         "params": _param_columns(df),
         "metrics": [c for c in df.columns if c.startswith(METRIC_PREFIXES)],
+        **(extra_meta or {}),
     }
     (dest / SNAPSHOT_META).write_text(json.dumps(meta, indent=2) + "\n")
     return dest

@@ -90,10 +90,11 @@ STUDIES: dict[str, Study] = {
             "02_nstar_vs_compute",
             "n*(C): the compute-optimal rollouts per problem, and where it saturates",
             "The frontier of reward against compute over n × B_p grids at equal rollouts, its "
-            "record-breaking points, and n*(C) with a fitted saturation on Easy and Hard splits. "
-            "The Playbook finds n* grows with C and saturates higher on Easy (≈512) than on Hard "
-            "(≈128) for Qwen2.5-7B.",
-            ("main",),
+            "record-breaking points, and n*(C) with a fitted saturation on Easy and Hard splits "
+            "(`main`), with longer Easy runs at 4× the compute (`long`). The Playbook finds n* "
+            "grows with C and saturates higher on Easy (≈512) than on Hard (≈128) for "
+            "Qwen2.5-7B.",
+            ("main", "long"),
             "nstar",
         ),
         Study(
@@ -113,7 +114,7 @@ STUDIES: dict[str, Study] = {
             "n*(C) under coverage (best@4) and sharpening (worst@4). The Playbook finds that on "
             "Easy sets a larger n mainly lifts worst@k, on Hard sets best@k. Re-analyses the "
             "runs of `nstar`.",
-            ("main",),
+            ("main", "long"),
             "bestk_worstk",
             source="nstar",
         ),
@@ -258,7 +259,7 @@ def collect(
         RuntimeError: when a sweep leaves failed points (their errors are in the message) or
             is interrupted; finished runs are kept, so calling again resumes.
     """
-    from isolab.runs import export_runs, is_snapshot, load_runs
+    from isolab.runs import export_runs, is_snapshot, load_runs, read_snapshot_meta
 
     study = get(study) if isinstance(study, str) else study
     _check_scale(scale)
@@ -267,14 +268,40 @@ def collect(
         snap = snapshot_dir(study, scale, sweep)
         if is_snapshot(snap) and not rerun:
             out[sweep] = load_runs(snap)
+            _check_snapshot(snap, read_snapshot_meta(snap), study, scale, sweep)
             continue
         spec = load_specs(study, scale)[sweep]
         plan = plan_study(spec, split_sizes(spec))
         _run_sweep(plan, workers, tracking_uri, progress)
-        df = load_runs(spec.name, tracking_uri=tracking_uri)
-        export_runs(df, snap, study=spec.name)
+        keys = sorted(p.run_key for p in plan.points)
+        # only this spec's points: runs of an earlier version of the spec stay out
+        df = load_runs(spec.name, tracking_uri=tracking_uri).filter(pl.col("run_key").is_in(keys))
+        export_runs(df, snap, study=spec.name, extra_meta={"run_keys": keys})
         out[sweep] = df
     return out
+
+
+def _check_snapshot(snap: Path, meta: dict, study: Study, scale: str, sweep: str) -> None:
+    """Warn when a snapshot was made from other points than the spec now plans (an edited
+    spec): the analysis then shows the snapshot's runs, and `rerun=True` runs the missing ones."""
+    saved = set(meta.get("run_keys") or [])
+    if not saved:
+        return
+    try:
+        spec = load_specs(study, scale)[sweep]
+        planned = {p.run_key for p in plan_study(spec, split_sizes(spec)).points}
+    except (OSError, ValueError) as exc:  # a spec that cannot be planned here (gpu, offline)
+        logger.info("cannot check %s against its spec: %s", snap, exc)
+        return
+    if planned != saved:
+        logger.warning(
+            "%s holds %d runs the spec %s no longer plans and lacks %d it plans: showing the "
+            "snapshot; pass rerun=True (isolab study run --rerun) to run the missing points",
+            snap,
+            len(saved - planned),
+            spec_path(study, scale, sweep),
+            len(planned - saved),
+        )
 
 
 def _run_sweep(plan: StudyPlan, workers: int, tracking_uri: str | None, progress: bool) -> None:
@@ -313,7 +340,10 @@ def _run_sweep(plan: StudyPlan, workers: int, tracking_uri: str | None, progress
             bar.update(1)
 
     try:
-        backend = "inline" if workers == 1 else "local"
+        # one worker on CPU: in this process. On GPUs keep process isolation: several
+        # generation engines in one process do not reliably free GPU memory between runs.
+        inline = workers == 1 and plan.spec.resources.gpus_per_run == 0
+        backend = "inline" if inline else "local"
         outcomes, interrupted = sweep.execute(
             todo, plan, tracking_uri, workers=workers, backend=backend, on_result=on_result
         )
@@ -364,7 +394,8 @@ def save(
         _csv_safe(table).write_csv(path)
         paths.append(path)
     (out / "findings.json").write_text(
-        json.dumps(report.findings, indent=2, default=_json_default) + "\n"
+        json.dumps(_finite(report.findings), indent=2, default=_json_default, allow_nan=False)
+        + "\n"
     )
     (out / "findings.md").write_text(report.markdown())
     paths += [out / "findings.json", out / "findings.md"]
@@ -382,6 +413,19 @@ def _csv_safe(df: pl.DataFrame) -> pl.DataFrame:
             if t == pl.List
         ]
     )
+
+
+def _finite(value: Any) -> Any:
+    """NaN and ±inf → None, recursively (JSON has no NaN; strict parsers reject it)."""
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, str):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def _json_default(value: Any) -> Any:

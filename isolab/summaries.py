@@ -12,14 +12,27 @@ from collections.abc import Sequence
 import polars as pl
 
 RUN = "run_key"
-# Sampling noise of one evaluation of avg@4 on 64 problems × 8 samples (binomial, p ≈ 0.5,
-# with the per-problem spread): about 0.02.
+# Sampling noise of one evaluation when the table does not say how it was evaluated: avg@k on
+# 64 problems × 8 samples (see `eval_noise`).
 EVAL_NOISE = 0.02
 _SHORT = {"compute/rollouts": "rollouts", "flops/total": "flops"}
 
 
 def _key(df: pl.DataFrame) -> str:
     return RUN if RUN in df.columns else "run_id"
+
+
+def eval_noise(df: pl.DataFrame) -> float:
+    """Standard error of one run's avg@k from sampling: the problems are fixed, each of the
+    P·K samples is a Bernoulli draw, so the variance is mean p(1 − p) / (P·K) ≤ 1 / (4·P·K):
+    0.5 / sqrt(P·K) — 0.022 at 64 problems × 8 samples, 0.063 at 16 × 4. Read from the
+    `eval_problems` / `eval_k_samples` columns (the smallest evaluation in the table), else
+    `EVAL_NOISE`."""
+    if not {"eval_problems", "eval_k_samples"} <= set(df.columns) or df.height == 0:
+        return EVAL_NOISE
+    draws = (pl.col("eval_problems") * pl.col("eval_k_samples")).min()
+    n = df.select(draws).item()
+    return 0.5 / math.sqrt(n) if n else EVAL_NOISE
 
 
 def curves(df: pl.DataFrame, by: Sequence[str], x: str, y: str) -> pl.DataFrame:
@@ -67,12 +80,20 @@ def final(df: pl.DataFrame, by: Sequence[str], y: str) -> pl.DataFrame:
     return out.select(*head, pl.exclude(*head)).sort(by)
 
 
-def verdict(a: float, b: float, a_std: float, b_std: float, n_a: int, n_b: int) -> str:
+def verdict(
+    a: float,
+    b: float,
+    a_std: float,
+    b_std: float,
+    n_a: int,
+    n_b: int,
+    noise: float = EVAL_NOISE,
+) -> str:
     """`higher` / `lower` / `tie` for a − b: a tie when the gap is within two standard errors.
 
     Each side's standard error is its seed spread over sqrt(seeds), but never below the
-    evaluation's own sampling noise (`EVAL_NOISE` per run, over sqrt(seeds)): two seeds that
-    happen to agree do not make a difference certain.
+    evaluation's own sampling noise (`noise` per run, see `eval_noise`, over sqrt(seeds)): two
+    seeds that happen to agree do not make a difference certain.
     """
     if not (math.isfinite(a) and math.isfinite(b)):
         return "unknown"
@@ -80,7 +101,7 @@ def verdict(a: float, b: float, a_std: float, b_std: float, n_a: int, n_b: int) 
     for std, n in ((a_std, n_a), (b_std, n_b)):
         n = max(1, n or 1)
         spread = std if std is not None and math.isfinite(std) else 0.0
-        var += max(spread, EVAL_NOISE) ** 2 / n
+        var += max(spread, noise) ** 2 / n
     margin = 2 * math.sqrt(var)
     if a - b > margin:
         return "higher"

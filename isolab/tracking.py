@@ -28,14 +28,22 @@ log = logging.getLogger(__name__)
 
 def runs_dir() -> Path:
     """isolab's working folder (store, artifacts, caches, results): `$ISOLAB_RUNS` if set, else
-    the `runs/` folder of the nearest ancestor of the current folder that has one (so that a
-    notebook running in `notebooks/` shares the project's store), else `./runs`."""
+    the `runs/` folder of the nearest project at or above the current folder (so that a notebook
+    running in `notebooks/` shares the project's store), else `./runs`. A project is a folder
+    with `runs/` that is isolab's (it holds `mlflow.db` or `cache/`) or sits in a project root
+    (`pyproject.toml` or `.git` beside it): a stray `~/runs` of another tool is not taken."""
     if os.environ.get("ISOLAB_RUNS"):
         return Path(os.environ["ISOLAB_RUNS"])
     here = Path.cwd()
     for folder in (here, *here.parents):
-        if (folder / "runs").is_dir():
-            return folder / "runs"
+        runs = folder / "runs"
+        if runs.is_dir() and (
+            (runs / "mlflow.db").exists()
+            or (runs / "cache").is_dir()
+            or (folder / "pyproject.toml").exists()
+            or (folder / ".git").exists()
+        ):
+            return runs
     return Path("runs")
 
 

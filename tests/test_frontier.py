@@ -387,3 +387,18 @@ def test_optimal_n_reports_a_saturation_reached_before_the_smallest_compute() ->
     lo, hi = res.n_saturation_ci
     assert lo <= res.n_saturation <= hi
     # (flat at the grid's largest n is not a saturation: see the test above)
+
+
+def test_isoflop_band_takes_the_final_points_of_an_isoflop_grid() -> None:
+    def runs(finals: list[float]) -> pl.DataFrame:
+        rows = []
+        for i, F in enumerate(finals):
+            rows += [(f"r{i}", 0, 0.0), (f"r{i}", 1, F / 2), (f"r{i}", 2, F)]
+        return pl.DataFrame(rows, schema=["run_key", "step", "flops/total"], orient="row")
+
+    # IsoFLOP: every run ends within one step of the budget → each run's final point is in
+    lo, hi = fr.isoflop_band(runs([1.0e10, 1.1e10, 1.3e10]))
+    assert lo <= 1.0e10 and hi >= 1.3e10 and lo > 0.5e10 * 1.3  # no run's midpoint
+    # runs of very different lengths → the largest band every run reaches, below the shortest
+    lo, hi = fr.isoflop_band(runs([1.0e10, 4.0e10]))
+    assert (lo, hi) == pytest.approx((1.0e10 / 1.5, 1.0e10))

@@ -218,12 +218,16 @@ def test_runs_dir_is_the_projects_runs_folder_from_any_subfolder(tmp_path, monke
     monkeypatch.delenv("ISOLAB_CACHE", raising=False)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     (tmp_path / "project" / "runs").mkdir(parents=True)
+    (tmp_path / "project" / "pyproject.toml").write_text("")
     (tmp_path / "project" / "notebooks").mkdir()
+    (tmp_path / "project" / "notebooks" / "runs").mkdir()  # not a project: no marker
+    (tmp_path / "project" / "notebooks" / "runs" / "stray.txt").write_text("")
     monkeypatch.chdir(tmp_path / "project" / "notebooks")
     assert tracking.runs_dir() == tmp_path / "project" / "runs"
     assert tracking.resolve_uri() == f"sqlite:///{tmp_path / 'project' / 'runs' / 'mlflow.db'}"
     assert models.cache_root() == tmp_path / "project" / "runs" / "cache"
-    monkeypatch.chdir(tmp_path)  # no runs/ above: a new one here
-    assert tracking.runs_dir() == Path("runs")
+    monkeypatch.chdir(tmp_path)  # no project above: a new runs/ here
+    if not any((f / "runs" / "mlflow.db").exists() for f in tmp_path.parents):
+        assert tracking.runs_dir() == Path("runs")
     monkeypatch.setenv("ISOLAB_RUNS", str(tmp_path / "elsewhere"))
     assert tracking.runs_dir() == tmp_path / "elsewhere"

@@ -154,3 +154,66 @@ def test_verdict_calls_a_tie_inside_the_noise():
     assert summaries.verdict(0.52, 0.50, 0.05, 0.05, 2, 2) == "tie"
     assert summaries.verdict(0.52, 0.50, math.nan, math.nan, 1, 1) == "tie"  # 0.02 eval noise
     assert summaries.verdict(math.nan, 0.5, 0.0, 0.0, 1, 1) == "unknown"
+
+
+# ---- the verdicts against the papers, on planted runs ------------------------------------------
+def _tradeoff_runs(gap: float) -> pl.DataFrame:
+    """Easy split, B = 64: n = 2 leads early and n = 32 late, each by `gap`."""
+    rows = []
+    for n in (2, 8, 32):
+        for seed in (0, 1):
+            for step in (0, 4, 8, 16, 32, 64, 128):
+                early, late = step <= 16, step >= 64
+                r = 0.4 + 0.001 * step
+                r += gap * ((n == 2) * early + (n == 32) * late)
+                rows.append(
+                    (f"k{n}-{seed}", "easy", n, 64 // n, step, step * 64, r, 64, 8, "tiny-m")
+                )
+    cols = ["run_key", "split", "n", "B_p", "step", "compute/rollouts", "eval/avg@4"]
+    cols += ["eval_problems", "eval_k_samples", "model"]
+    return pl.DataFrame(rows, schema=cols, orient="row")
+
+
+def test_n_vs_bp_agrees_only_when_the_leads_beat_the_noise():
+    from isolab import analyses
+
+    clear = analyses.n_vs_bp({"main": _tradeoff_runs(0.10)})
+    assert clear.versus_paper[0].endswith("agrees."), clear.versus_paper
+    noisy = analyses.n_vs_bp({"main": _tradeoff_runs(0.01)})  # under 2σ of 0.022 per run
+    assert noisy.versus_paper[0].endswith("inconclusive."), noisy.versus_paper
+    reversed_ = _tradeoff_runs(0.10).with_columns(
+        pl.col("n").replace({2: 32, 32: 2}), pl.col("B_p").replace({32: 2, 2: 32})
+    )
+    assert analyses.n_vs_bp({"main": reversed_}).versus_paper[0].endswith("disagrees.")
+
+
+def test_growth_of_n_star_is_called_with_a_margin():
+    from isolab import analyses, frontier
+
+    def result(values: list[float], reason: str = "") -> frontier.NStarResult:
+        table = pl.DataFrame({"C": [1e2, 1e3, 1e4], "n_star": [float(v) for v in values]})
+        nan2 = (math.nan, math.nan)
+        return frontier.NStarResult(
+            "eval/avg@4", "compute/rollouts", table, pl.DataFrame(), pl.DataFrame(), {},
+            None, math.nan, nan2, "extrapolated", reason,
+        )  # fmt: skip
+
+    assert analyses._grows_verdict("easy", result([2, 8, 16])).endswith("agrees.")
+    assert analyses._grows_verdict("easy", result([16, 8, 4])).endswith("disagrees.")
+    assert analyses._grows_verdict("easy", result([4, 4.5, 5])).endswith("inconclusive.")
+    flat = result([4, 4, 4], "n* is flat at 4 over the whole compute range")
+    assert analyses._grows_verdict("easy", flat).endswith("inconclusive.")
+
+
+def test_findings_are_strict_json_even_when_a_fit_fails(tmp_path, monkeypatch):
+    from isolab.analyses import Report
+
+    monkeypatch.setenv("ISOLAB_RESULTS_DIR", str(tmp_path))
+    report = Report("nstar", "smoke", findings={"easy": {"n_saturation": math.nan, "ci": [1.0]}})
+    out = study.save("nstar", "smoke", report, log=False)
+
+    def reject(constant: str) -> None:
+        raise ValueError(f"{constant} in findings.json")
+
+    data = json.loads((out / "findings.json").read_text(), parse_constant=reject)
+    assert data["easy"]["n_saturation"] is None
