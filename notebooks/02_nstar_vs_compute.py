@@ -27,9 +27,10 @@
 # upper envelope of those curves, a running average of the best n, and a sigmoid of log n*
 # against log C whose ceiling is the saturation, with bootstrap intervals.
 #
-# **Scales.** `smoke`: CI, about a minute. `cpu`: tiny-m, 36 runs, about 20 minutes with 2
-# workers — or a second when `runs/nstar/cpu/` holds the committed snapshot. `gpu`: SmolLM2-135M
-# on GSM8K.
+# **Scales.** `smoke`: CI, about a minute. `cpu`: tiny-m, two sweeps — `main`, the n × B_p grid
+# on Easy and Hard at 8,192 rollouts (72 runs, 2 seeds, about 25 minutes with 2 workers), and
+# `long`, Easy runs at 32,768 rollouts (4 runs, about 8 minutes) — or a few seconds when
+# `runs/nstar/cpu/` holds the committed snapshots. `gpu`: SmolLM2-135M-Instruct on GSM8K.
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | gpu
@@ -44,8 +45,9 @@ nstar = study.get("nstar")
 study.describe(nstar, scale)
 
 # %% [markdown]
-# The runs: read from the snapshot when it exists, otherwise the sweep runs now (resumable:
-# points already finished in the MLflow store are skipped). One row per run × evaluation.
+# The runs: read from the snapshots when they exist, otherwise the sweeps run now (resumable:
+# points already finished in the MLflow store are skipped). One row per run × evaluation; the
+# analysis reads both sweeps as one table, every run at every compute it reached.
 
 # %%
 data = study.collect(nstar, scale, workers=workers, rerun=rerun)
