@@ -24,7 +24,7 @@
 # linear scaling. isolab's `recipe: auto` and `lr_scaling: sqrt` are these choices.
 #
 # **Two sweeps.** `regularisers`: recipe on/off × Easy/Hard, two seeds. `lr-scaling`: const /
-# sqrt / linear × B = 16, 64, 256 on Easy. At cpu scale about 5 minutes with 2 workers, or
+# sqrt / linear × B = 16, 64, 256 on Easy, two seeds. At cpu scale about 5 minutes with 2 workers, or
 # seconds from `runs/healthy-recipe/cpu/`.
 
 # %% tags=["parameters"]

@@ -27,8 +27,8 @@
 #
 # **Here.** ρ moves with the update passes per batch (μ = 1, 2, 4) and with the reward model's
 # cost: `orm` / `prm` are tiny reward models isolab trains, `proxy-prm` charges a model 4× the
-# policy. At cpu scale 18 + 12 runs, about 6 minutes with 2 workers, or seconds from
-# `runs/reward-rho/cpu/`.
+# policy. At cpu scale 36 + 12 runs (2 seeds on the full grid), about 8 minutes with 2 workers,
+# or seconds from `runs/reward-rho/cpu/`.
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | gpu
