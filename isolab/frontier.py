@@ -901,14 +901,15 @@ def optimal_n(
     lo_b, hi_b = math.log2(min(ns)), math.log2(max(ns))
     keep = np.isfinite(smooth)
     fit = fit_sigmoid(grid[keep], smooth[keep], bounds_A=(lo_b, hi_b), n_boot=0, what="log2 n*")
-    level = 2.0 ** smooth[keep][0] if keep.any() else math.nan
-    flat = keep.any() and np.ptp(smooth[keep]) < 1e-9
+    level = float(2.0 ** smooth[keep][0]) if keep.any() else math.nan
     # flat at an interior n: saturated below the smallest C. Flat at the grid's largest or
     # smallest n: the grid's edge binds, which says nothing about a saturation.
-    if not fit.identifiable and flat and not np.isclose(level, [min(ns), max(ns)]).any():
-        curves = (smooth, keep, grid, window, envelope)
-        return _flat_n_star(y, x, table, per, curves_tbl, fits, fit, ns, usable, n_boot, ci, curves)
-    if not fit.identifiable:
+    flat_interior = (
+        keep.any()
+        and np.ptp(smooth[keep]) < 1e-9
+        and not np.isclose(level, [min(ns), max(ns)]).any()
+    )
+    if not fit.identifiable and not flat_interior:
         const = float(2 ** np.nanmedian(smooth))
         where = (
             "the largest n of the grid: saturation lies beyond it"
@@ -931,12 +932,20 @@ def optimal_n(
             f"n*(C) cannot be fitted: {fit.reason} (n* ≈ {const:.0f}, {where})",
         )
 
-    # bootstrap: envelope of replicate b of every per-n fit → sigmoid b
-    sat_ci = nan2
-    boot_params = None
+    # bootstrap: envelope b of replicate b of every per-n fit (K×G), None without replicates
+    smooth_b = None
     if n_boot > 0 and all(fits[n].boot is not None for n in usable):
         reps = np.stack([_predict_params(fits[n].boot, grid) for n in usable], axis=1)  # K×n×G
         smooth_b = _running_mean(envelope(reps), window)[:, keep]
+    if not fit.identifiable:  # flat at an interior n
+        return _flat_n_star(
+            y, x, table, per, curves_tbl, fits, fit, level, grid[keep], smooth_b, ci
+        )
+
+    # … and the sigmoid of each replicate envelope b gives n_sat_b
+    sat_ci = nan2
+    boot_params = None
+    if smooth_b is not None:
         xg = np.log(grid[keep])
         u_range = (xg[0] - _U_PAD_LO, xg[-1] + _U_PAD_HI)
         Yb = np.where(np.isfinite(smooth_b), smooth_b, 0.0)
@@ -999,21 +1008,17 @@ def _flat_n_star(
     curves_tbl: pl.DataFrame,
     fits: dict[int, SigmoidFit],
     fit: SigmoidFit,
-    ns: list[int],
-    usable: list[int],
-    n_boot: int,
+    level: float,
+    grid: np.ndarray,
+    smooth_b: np.ndarray | None,
     ci: float,
-    curves: tuple,
 ) -> NStarResult:
-    """n*(C) flat at one n below the grid's largest over the whole compute range: it saturated
-    before the smallest compute measured. The level is the saturation (its rise, C_mid, is not
-    identifiable); the interval is the spread of the level over the bootstrap replicates."""
-    smooth, keep, grid, window, envelope = curves
-    level = float(2.0 ** smooth[keep][0])
+    """n*(C) flat at one interior n over the whole compute `grid`: it saturated before the
+    smallest compute measured. The level is the saturation (its rise, C_mid, is not
+    identifiable); the interval is the spread of the level over the bootstrap replicate
+    envelopes `smooth_b` (log2 n*, K×G)."""
     lo = hi = float("nan")
-    if n_boot > 0 and all(fits[n].boot is not None for n in usable):
-        reps = np.stack([_predict_params(fits[n].boot, grid) for n in usable], axis=1)
-        smooth_b = _running_mean(envelope(reps), window)[:, keep]
+    if smooth_b is not None:
         per_rep = 2.0 ** np.nanmedian(smooth_b, axis=1)
         q = (1 - ci) / 2
         lo, hi = (float(v) for v in np.nanquantile(per_rep, [q, 1 - q]))
@@ -1023,10 +1028,9 @@ def _flat_n_star(
         fit_lo=pl.lit(lo if np.isfinite(lo) else None, pl.Float64),
         fit_hi=pl.lit(hi if np.isfinite(hi) else None, pl.Float64),
     )
-    C_lo = float(grid[keep][0])
     reason = (
-        f"n* is flat at {level:.0f} over the whole compute range ({C_lo:.3g} to "
-        f"{float(grid[keep][-1]):.3g}): it saturated below the smallest compute measured; the "
+        f"n* is flat at {level:.0f} over the whole compute range ({grid[0]:.3g} to "
+        f"{grid[-1]:.3g}): it saturated below the smallest compute measured; the "
         "level is the saturation, the compute of its rise (C_mid) is not identifiable"
     )
     return NStarResult(

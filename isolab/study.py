@@ -182,20 +182,22 @@ def output_dir(study: Study, scale: str) -> Path:
     return results_root() / study.name / scale
 
 
-def load_specs(study: Study, scale: str) -> dict[str, StudySpec]:
-    """The sweep specs of a study at a scale (a missing file says which to write)."""
+def load_spec(study: Study, scale: str, sweep: str) -> StudySpec:
+    """One sweep's spec at a scale (a missing file says which to write)."""
     _check_scale(scale)
-    specs = {}
-    for sweep in study.sweeps:
-        path = spec_path(study, scale, sweep)
-        if not path.exists():
-            have = sorted(p.name for p in path.parent.parent.glob("*") if p.is_dir())
-            raise FileNotFoundError(
-                f"no {scale}-scale spec for study {study.name!r}: {path} is missing "
-                f"(scales with specs: {', '.join(have) or 'none'})."
-            )
-        specs[sweep] = StudySpec.from_yaml(path)
-    return specs
+    path = spec_path(study, scale, sweep)
+    if not path.exists():
+        have = sorted(p.name for p in path.parent.parent.glob("*") if p.is_dir())
+        raise FileNotFoundError(
+            f"no {scale}-scale spec for study {study.name!r}: {path} is missing "
+            f"(scales with specs: {', '.join(have) or 'none'})."
+        )
+    return StudySpec.from_yaml(path)
+
+
+def load_specs(study: Study, scale: str) -> dict[str, StudySpec]:
+    """The sweep specs of a study at a scale."""
+    return {sweep: load_spec(study, scale, sweep) for sweep in study.sweeps}
 
 
 def plans(study: Study, scale: str) -> dict[str, StudyPlan]:
@@ -270,7 +272,7 @@ def collect(
             out[sweep] = load_runs(snap)
             _check_snapshot(snap, read_snapshot_meta(snap), study, scale, sweep)
             continue
-        spec = load_specs(study, scale)[sweep]
+        spec = load_spec(study, scale, sweep)
         plan = plan_study(spec, split_sizes(spec))
         _run_sweep(plan, workers, tracking_uri, progress)
         keys = sorted(p.run_key for p in plan.points)
@@ -288,7 +290,7 @@ def _check_snapshot(snap: Path, meta: dict, study: Study, scale: str, sweep: str
     if not saved:
         return
     try:
-        spec = load_specs(study, scale)[sweep]
+        spec = load_spec(study, scale, sweep)
         planned = {p.run_key for p in plan_study(spec, split_sizes(spec)).points}
     except (OSError, ValueError) as exc:  # a spec that cannot be planned here (gpu, offline)
         logger.info("cannot check %s against its spec: %s", snap, exc)

@@ -21,6 +21,7 @@ import pytest
 import typer
 import yaml
 from mlflow.tracking import MlflowClient
+from system_packages import apt_install
 from typer.testing import CliRunner
 
 from isolab import cli_sweep, sweep
@@ -44,13 +45,7 @@ def _pg_bin() -> Path | None:
 
 def _install_postgres() -> Path:
     if _pg_bin() is None:
-        if shutil.which("apt-get") is None or os.geteuid() != 0:
-            pytest.skip("PostgreSQL is missing and apt-get (as root) is not available")
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "postgresql"]):
-            done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-            if done.returncode != 0:
-                pytest.skip(f"could not install postgresql: {' '.join(cmd)}: {done.stderr[-500:]}")
+        apt_install("postgresql")
     pg_bin = _pg_bin()
     if pg_bin is None:
         pytest.skip("postgresql installed but initdb / pg_ctl not found")

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
+from system_packages import apt_install
 
 pytest.importorskip("selenium", reason="selenium is not installed (pip install -e '.[dev]')")
 
@@ -63,16 +64,7 @@ def _chromium_paths() -> tuple[str, str] | None:
 def chromium() -> tuple[str, str]:
     """Paths of Debian's Chromium and its chromedriver, installed with apt-get when missing."""
     if _chromium_paths() is None:
-        if shutil.which("apt-get") is None or os.geteuid() != 0:
-            pytest.skip("chromium / chromedriver missing and apt-get (as root) is not available")
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        for cmd in (
-            ["apt-get", "update", "-q"],
-            ["apt-get", "install", "-y", "-q", "chromium", "chromium-driver"],
-        ):
-            done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-            if done.returncode != 0:
-                pytest.skip(f"could not install chromium: {' '.join(cmd)}: {done.stderr[-500:]}")
+        apt_install("chromium", "chromium-driver")
     paths = _chromium_paths()
     if paths is None:
         pytest.skip("chromium-driver installed but `chromium` / `chromedriver` not found")
