@@ -15,6 +15,44 @@ import torch
 from scipy.special import gammaln
 
 
+@dataclass(frozen=True)
+class Bands:
+    """Bands of a base model's avg@k that define difficulty splits (IsoCompute Playbook,
+    arXiv 2603.12151 §3): Easy = avg@16 ∈ [0.3, 0.6], Hard = avg@16 ∈ (0, 0.0625] (solved, but
+    at most once in 16).
+
+    Attributes:
+        easy: [low, high] of the Easy band (both ends included).
+        hard: (low, high] of the Hard band (low excluded, so never-solved problems are out).
+    """
+
+    easy: tuple[float, float] = (0.3, 0.6)
+    hard: tuple[float, float] = (0.0, 0.0625)
+
+    def split_of(self, avg: float) -> str | None:
+        if self.easy[0] <= avg <= self.easy[1]:
+            return "easy"
+        if self.hard[0] < avg <= self.hard[1]:
+            return "hard"
+        return None
+
+    def shares(self, counts: Sequence[int], k: int) -> dict[str, float]:
+        """Shares of problems never solved, Hard, between the bands, Easy and above Easy, from
+        correct counts out of k samples each."""
+        avg = np.asarray(counts) / k
+        masks = {
+            "never": avg == 0,
+            "hard": (avg > self.hard[0]) & (avg <= self.hard[1]),
+            "between": (avg > self.hard[1]) & (avg < self.easy[0]),
+            "easy": (avg >= self.easy[0]) & (avg <= self.easy[1]),
+            "above": avg > self.easy[1],
+        }
+        return {name: round(float(mask.mean()), 4) for name, mask in masks.items()}
+
+
+DEFAULT_BANDS = Bands()
+
+
 def _log_comb(n: np.ndarray, k: np.ndarray) -> np.ndarray:
     return gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
 

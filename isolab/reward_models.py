@@ -38,13 +38,12 @@ Qwen2.5-Math-PRM convention (steps split on blank lines, each closed by ``<extra
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import random
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -85,7 +84,7 @@ class RewardModelSpec:
 
     kind: str
     base: str = "tiny-m"
-    steps: int = 300
+    steps: int = 600
     batch: int = 64
     peak_lr: float = 5e-4
     negative_fraction: float = 0.5
@@ -295,24 +294,30 @@ def aggregate(step_scores: Sequence[float], how: str = "min") -> float:
 
 
 # ---- build ---------------------------------------------------------------------------------
-def build(name: str, force: bool = False) -> Path:
-    """Train preset `name` into the cache (no-op when it is there) and return its folder."""
+def build(name: str, force: bool = False, from_scratch: bool = False) -> Path:
+    """Install preset `name` into the cache (no-op when it is there) and return its folder:
+    the weights shipped with isolab (digest-checked), or with `from_scratch` trained here from
+    the installed `tiny-m` (CPU-dependent, as every warm start)."""
     if not is_preset(name):
         raise ValueError(
             f"reward model {name!r} is not a preset ({', '.join(REWARD_MODEL_PRESETS)}); "
             "pass a hub id or a local folder to `load` instead."
         )
     out = reward_model_dir(name)
-    if (out / "build_info.json").exists() and not force:
+    if (out / models.BUILD_INFO).exists() and not (force or from_scratch):
         return out
+    if not from_scratch and models.shipped_info(name) is not None:
+        return models.install_shipped(name, out)
     spec = REWARD_MODEL_PRESETS[name]
     t0 = time.perf_counter()
-    with _one_thread():
+    with models.one_thread():
         model, tok, losses = _train(spec)
         metrics = evaluate(model, tok, spec.kind)
     info = {
         "preset": name,
+        "source": "from-scratch",
         "spec": asdict(spec),
+        "base_digest": models.digest(spec.base),
         "params": sum(p.numel() for p in model.parameters()),
         "final_loss": losses[-1],
         "heldout": metrics,
@@ -324,20 +329,8 @@ def build(name: str, force: bool = False) -> Path:
 
 
 def build_info(name: str) -> dict[str, Any]:
-    """The build record of a preset: spec, parameters, held-out metrics, build time."""
-    return json.loads((build(name) / "build_info.json").read_text())
-
-
-@contextlib.contextmanager
-def _one_thread() -> Iterator[None]:
-    """Matmuls of a 0.66M-parameter model are too small to split: on a shared 2-core machine
-    two intra-op threads made a training step 10× slower than one (1.85 s vs 0.18 s)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
+    """The build record of a preset: spec, parameters, held-out metrics, digests."""
+    return json.loads((build(name) / models.BUILD_INFO).read_text())
 
 
 def _train(spec: RewardModelSpec):
