@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -40,47 +41,102 @@ def _progress() -> Progress:
 # ---- models --------------------------------------------------------------------------------
 @models_app.command("build")
 def models_build(
-    name: Annotated[str, typer.Argument(help="Preset: tiny-s, tiny-m, tiny-l or smollm2-135m.")],
-    force: Annotated[bool, typer.Option(help="Rebuild even when cached.")] = False,
+    name: Annotated[
+        str,
+        typer.Argument(help="Preset: tiny-s, tiny-m, tiny-l, smollm2-135m, tiny-orm or tiny-prm."),
+    ],
+    from_scratch: Annotated[
+        bool,
+        typer.Option(
+            "--from-scratch",
+            help="Train the tiny preset here (warm start to its target regime) instead of "
+            "installing the shipped weights. CPU-dependent: the bytes differ between machines.",
+        ),
+    ] = False,
+    force: Annotated[bool, typer.Option(help="Reinstall even when installed.")] = False,
 ) -> None:
-    """Build a preset into the cache (runs/cache/models/NAME); a no-op when it is there."""
-    from isolab import models
+    """Install a preset into the cache (runs/cache/models/NAME), checking its sha256 digest.
 
-    if name not in models.preset_names():
-        fail(f"unknown preset {name!r}; choose one of {', '.join(models.preset_names())}")
+    Tiny presets and the tiny reward models ship with isolab: the same bytes on every machine.
+    `--from-scratch` rebuilds a tiny preset by its supervised warm start, then labels the
+    default pool so that its record holds the split sizes.
+    """
+    from isolab import models, reward_models
+
+    names = [*models.preset_names(), *reward_models.REWARD_MODEL_PRESETS]
+    if name not in names:
+        fail(f"unknown preset {name!r}; choose one of {', '.join(names)}")
+    if from_scratch and not (models.is_tiny(name) or reward_models.is_preset(name)):
+        fail(
+            f"--from-scratch: {name} is not built by isolab; only tiny presets and tiny-orm/prm are"
+        )
     try:
-        if models.is_tiny(name):
-            steps = models.TINY_PRESETS[name].sft_steps
-            with _progress() as bar:
-                task = bar.add_task(f"warm start {name}", total=steps, info="")
-
-                def tick(step: int, total: int, loss: float) -> None:
-                    bar.update(task, completed=step, info=f"loss {loss:.3f}")
-
-                path = models.build(name, force=force, progress=tick)
+        if reward_models.is_preset(name):
+            with console.status(f"{'training' if from_scratch else 'installing'} {name}…"):
+                path = reward_models.build(name, force=force, from_scratch=from_scratch)
+        elif models.is_tiny(name) and from_scratch:
+            path = _warm_start_with_progress(name)
+        elif models.is_tiny(name):
+            path = models.build(name, force=force)
         else:
             with console.status(f"converting {name} (about a minute the first time)…"):
                 path = models.build(name, force=force)
-    except RuntimeError as exc:
+    except (RuntimeError, FileNotFoundError) as exc:
         fail(str(exc))
-    console.print(f"[green]built[/] {name} → {path}")
+    digest = models.digest(name)
+    console.print(
+        f"[green]installed[/] {name} → {path}" + (f" · sha256 {digest[:16]}…" if digest else "")
+    )
+
+
+def _warm_start_with_progress(name: str):
+    from isolab import difficulty as diff
+    from isolab import models
+
+    spec = models.TINY_PRESETS[name]
+    with _progress() as bar:
+        task = bar.add_task(f"warm start {name}", total=spec.max_sft_steps, info="")
+
+        def tick(step: int, total: int, status: str) -> None:
+            bar.update(task, completed=step, info=status)
+
+        path = models.build(name, from_scratch=True, progress=tick)
+    info = json.loads((path / models.BUILD_INFO).read_text())
+    if not info["target_met"]:
+        console.print(
+            f"[yellow]warning:[/] the warm start never met its target in {spec.max_sft_steps} "
+            f"steps; kept step {info['sft_steps']}, the probe nearest it"
+        )
+    with console.status("labelling the default pool (4,000 problems × 16 samples)…"):
+        splits = diff.load_or_label(name, "arithmetic", pool_size=4000, force=True)
+        entry = diff.record_in_build_info(splits, 4000, 0)
+    sizes = entry["sizes"]
+    console.print(
+        f"stopped at step {info['sft_steps']} (loss {info['final_sft_loss']:.3f}); Easy "
+        f"{sizes['easy']['train']} train / {sizes['easy']['val']} val, Hard "
+        f"{sizes['hard']['train']} / {sizes['hard']['val']}"
+    )
+    return path
 
 
 @models_app.command("list")
 def models_list() -> None:
-    """List the presets, whether each is built, and its size."""
+    """The presets: installed or not (shipped / from-scratch), size, sha256 digest of the
+    weights, and the Easy / Hard split sizes (train/val) of the default 4,000-problem pool."""
     from isolab import models
 
-    table = Table("preset", "kind", "built", "params", "build time (s)")
+    table = Table("preset", "installed", "params", "sha256", "Easy tr/val", "Hard tr/val")
+    for column in table.columns:
+        column.no_wrap = True
     for row in models.list_models():
-        params = f"{row['params']:,}" if row["params"] else "—"
-        table.add_row(
-            row["name"],
-            row["kind"],
-            "yes" if row["built"] else "no",
-            params,
-            str(row["build_time_s"] or "—"),
+        params = f"{row['params'] / 1e6:.2f}M" if row["params"] else "—"
+        sha = row["digest"][:12] if row["digest"] else "—"
+        if row["installed"] != "no" and row["shipped"] and not row["matches_shipped"]:
+            sha += " ≠ shipped"
+        easy, hard = (
+            f"{row[s]['train']}/{row[s]['val']}" if row[s] else "—" for s in ("easy", "hard")
         )
+        table.add_row(row["name"], row["installed"], params, sha, easy, hard)
     console.print(table)
 
 
@@ -118,8 +174,11 @@ def difficulty(
         fail("--pool-size must be ≥ 2 and --k ≥ 1")
     path = diff.splits_path(model, task, pool_size, seed)
     try:
-        if path.exists() and not force and bands == diff.Bands() and k == 16:
-            splits = diff.Splits.load(path)
+        if bands == diff.Bands() and k == 16 and val_fraction == 0.25:
+            with console.status(f"labels of {pool_size} problems (shipped, cached or sampled)…"):
+                splits = diff.load_or_label(
+                    model, task, pool_size=pool_size, seed=seed, data_dir=data_dir, force=force
+                )
         else:
             with console.status(f"sampling {k} completions for each of {pool_size} problems…"):
                 splits = diff.label(
@@ -143,7 +202,9 @@ def difficulty(
     console.print(table)
     for name, part in splits.splits.items():
         console.print(f"{name:>5}: {len(part['train'])} train, {len(part['val'])} validation")
-    console.print(f"saved → {path}")
+    source = "shipped with the weights" if splits.source == "shipped" else "sampled here"
+    digest = f" (sha256 {splits.model_digest[:12]}…)" if splits.model_digest else ""
+    console.print(f"labels of {model}{digest}: {source} → {path}")
 
 
 # ---- train / flops -------------------------------------------------------------------------
@@ -316,7 +377,8 @@ def ui(
 @app.command()
 def demo(
     model: Annotated[str, typer.Option(help="Tiny preset.")] = "tiny-m",
-    steps: Annotated[int, typer.Option(help="Optimizer steps M per run.")] = 30,
+    steps: Annotated[int, typer.Option(help="Optimizer steps M per run.")] = 150,
+    lr_base: Annotated[float, typer.Option(help="Learning rate at B = 64.")] = 1e-4,
     tracking_uri: TrackingUri = None,
 ) -> None:
     """Build the tiny model, label difficulty, train an easy and a hard run, print the table."""
@@ -345,7 +407,19 @@ def demo(
     console.rule("[bold]3 · GRPO on the easy and the hard split")
     rows = []
     for split in ("easy", "hard"):
-        cfg = RunConfig(study="demo", model=model, split=split, n=8, B_p=8, M=steps, eval_every=10)
+        # every validation problem up to 128, 16 samples each: ≈ 0.012 of evaluation noise
+        cfg = RunConfig(
+            study="demo",
+            model=model,
+            split=split,
+            n=8,
+            B_p=8,
+            M=steps,
+            lr_base=lr_base,
+            eval_every=25,
+            eval_problems=128,
+            eval_k_samples=16,
+        )
         rows.append((cfg, _train_with_progress(cfg, tracking_uri)))
     console.rule("[bold]4 · results")
     _print_results(rows)

@@ -56,7 +56,7 @@ INT_PARAMS = (
     "pool_size",
 )
 FLOAT_PARAMS = ("lr", "beta", "entropy_coef", "lr_base", "temperature")
-META_COLUMNS = ("run_key", "run_id", "run_name", "status", "experiment", "step")
+META_COLUMNS = ("run_key", "run_id", "run_name", "status", "experiment", "base_digest", "step")
 
 # MLflow's log_batch limits per request.
 _MAX_METRICS, _MAX_PARAMS = 1000, 100
@@ -187,6 +187,7 @@ def _read_mlflow(
             "run_name": r.info.run_name,
             "status": r.info.status,
             "experiment": name,
+            "base_digest": r.data.tags.get(tracking.BASE_DIGEST_TAG),
             **r.data.params,
         }
         for r in runs
@@ -276,10 +277,47 @@ def export_runs(
         "rows": df.height,
         "params": _param_columns(df),
         "metrics": [c for c in df.columns if c.startswith(METRIC_PREFIXES)],
+        "base_digests": base_digests(df),
         **(extra_meta or {}),
     }
     (dest / SNAPSHOT_META).write_text(json.dumps(meta, indent=2) + "\n")
     return dest
+
+
+def base_digests(df: pl.DataFrame) -> dict[str, list[str]]:
+    """Model → the distinct base-model digests its runs recorded (empty when none did)."""
+    if "base_digest" not in df.columns or "model" not in df.columns:
+        return {}
+    pairs = df.select("model", "base_digest").drop_nulls().unique().sort("model", "base_digest")
+    out: dict[str, list[str]] = {}
+    for model, digest in pairs.iter_rows():
+        out.setdefault(str(model), []).append(str(digest))
+    return out
+
+
+def digest_mismatches(df: pl.DataFrame) -> list[str]:
+    """Sentences for each model whose runs used other base weights than the ones in use now
+    (`isolab.models.current_digest`), or recorded none: their results are for another base."""
+    from isolab import models
+
+    if "model" not in df.columns:
+        return []
+    recorded = base_digests(df)
+    out = []
+    for model in sorted(df["model"].unique().to_list()):
+        now = models.current_digest(str(model))
+        seen = recorded.get(str(model), [])
+        if not seen:
+            out.append(
+                f"{model}: the runs record no base-model digest (made before isolab "
+                "recorded one), so they may come from other weights than those in use"
+            )
+        elif now is not None and seen != [now]:
+            out.append(
+                f"{model}: the runs used weights {', '.join(d[:12] for d in seen)}…, the "
+                f"model in use is {now[:12]}…: their results are for another base"
+            )
+    return out
 
 
 def _param_columns(df: pl.DataFrame) -> list[str]:
@@ -340,6 +378,8 @@ def import_runs(
             skipped += 1
             continue
         tags = {tracking.RUN_KEY_TAG: str(run_key), "isolab.imported_from": path.name}
+        if first.get("base_digest"):
+            tags[tracking.BASE_DIGEST_TAG] = str(first["base_digest"])
         tags.setdefault("isolab.version", __version__)
         run = client.create_run(exp_id, run_name=first.get("run_name") or str(run_key), tags=tags)
         rid = run.info.run_id

@@ -261,7 +261,13 @@ def collect(
         RuntimeError: when a sweep leaves failed points (their errors are in the message) or
             is interrupted; finished runs are kept, so calling again resumes.
     """
-    from isolab.runs import export_runs, is_snapshot, load_runs, read_snapshot_meta
+    from isolab.runs import (
+        digest_mismatches,
+        export_runs,
+        is_snapshot,
+        load_runs,
+        read_snapshot_meta,
+    )
 
     study = get(study) if isinstance(study, str) else study
     _check_scale(scale)
@@ -271,6 +277,8 @@ def collect(
         if is_snapshot(snap) and not rerun:
             out[sweep] = load_runs(snap)
             _check_snapshot(snap, read_snapshot_meta(snap), study, scale, sweep)
+            for sentence in digest_mismatches(out[sweep]):
+                logger.warning("%s: %s", snap, sentence)
             continue
         spec = load_spec(study, scale, sweep)
         plan = plan_study(spec, split_sizes(spec))

@@ -43,7 +43,14 @@ from typing import Any
 
 from isolab.config import RunConfig
 from isolab.study_spec import GridPoint, StudyPlan
-from isolab.tracking import RUN_KEY_TAG, experiment_id, find_runs, mark_failed, resolve_uri
+from isolab.tracking import (
+    BASE_DIGEST_TAG,
+    RUN_KEY_TAG,
+    experiment_id,
+    find_runs,
+    mark_failed,
+    resolve_uri,
+)
 
 log = logging.getLogger(__name__)
 
@@ -136,15 +143,21 @@ def scan_store(
     A RUNNING run started on another host cannot be checked: it counts as live unless
     `reclaim_remote` (that machine is gone) makes it stale.
     """
-    keys = {p.run_key for p in plan.points}
+    from isolab.models import current_digest
+
+    digests = {p.run_key: current_digest(p.config.model) for p in plan.points}
     host = os.uname().nodename
     state = StoreState()
     for run in find_runs(plan.spec.name, tracking_uri):
         key = run.data.tags.get(RUN_KEY_TAG)
-        if key not in keys:
+        if key not in digests:
             continue
         status, run_id = run.info.status, run.info.run_id
-        if status == "FINISHED":
+        used = run.data.tags.get(BASE_DIGEST_TAG)
+        if status == "FINISHED" and used and digests[key] and used != digests[key]:
+            # finished on other base weights (a rebuilt model): not this point's result
+            log.info("run %s of %s used base %s, not %s: redone", run_id, key, used, digests[key])
+        elif status == "FINISHED":
             state.finished.setdefault(key, run_id)
         elif status == "RUNNING":
             tags = run.data.tags

@@ -53,6 +53,8 @@ def default_db() -> Path:
 
 
 RUN_KEY_TAG = "isolab.run_key"
+#: sha256 of the base model's weights (`isolab.models.digest`): ties a result to its exact base.
+BASE_DIGEST_TAG = "isolab.base_digest"
 FLUSH_EVERY_S = 5.0
 
 

@@ -28,7 +28,7 @@ from isolab.flops import LoraSpec
 from isolab.ledger import FlopLedger
 from isolab.rewards import get_reward, reward_model_config_for
 from isolab.tasks import Task
-from isolab.tracking import RunLogger
+from isolab.tracking import BASE_DIGEST_TAG, RunLogger
 
 log = logging.getLogger(__name__)
 
@@ -335,7 +335,10 @@ def train(
     try:
         logger.log_params(cfg.resolved())
         logger.set_tags(
-            {"isolab.split_sizes": f"train={len(train_problems)},val={len(val_problems)}"}
+            {
+                "isolab.split_sizes": f"train={len(train_problems)},val={len(val_problems)}",
+                BASE_DIGEST_TAG: models.digest(cfg.model) or "unrecorded",
+            }
         )
         dataset = Dataset.from_dict(
             {
