@@ -12,11 +12,10 @@ from isolab.train import train
 
 @pytest.fixture(scope="module")
 def tiny_m():
-    """tiny-m and its difficulty splits, built once into the cache (runs/cache by default)."""
+    """The shipped tiny-m and its shipped difficulty splits, installed into the cache."""
     models.build("tiny-m")
     splits = load_or_label("tiny-m", "arithmetic", pool_size=4000)
-    assert len(splits.train("easy")) >= 64, "the warm start should leave enough Easy problems"
-    assert len(splits.train("hard")) >= 64
+    assert splits.sizes() == models.shipped_info("tiny-m")["difficulty"]["sizes"]
     return splits
 
 
@@ -26,11 +25,24 @@ def uri(tmp_path):
 
 
 def test_grpo_raises_validation_reward_and_logs_everything(tiny_m, uri):
-    cfg = RunConfig(study="test-train", n=8, B_p=8, M=30, eval_every=15, eval_problems=64, seed=0)
+    # all 106 Easy validation problems × 16 samples: ≈ 0.012 of evaluation noise; on this
+    # machine avg@4 gains ≈ 0.10 in 48 steps at this rate, ≈ 0.15 by step 150
+    cfg = RunConfig(
+        study="test-train",
+        n=8,
+        B_p=8,
+        M=48,
+        lr_base=1e-4,
+        eval_every=24,
+        eval_problems=106,
+        eval_k_samples=16,
+        seed=0,
+    )
     result = train(cfg, tracking_uri=uri)
 
     gain = result.final_eval["eval/avg@4"] - result.base_eval["eval/avg@4"]
-    assert gain > 0.04, (
+    print(f"\navg@4 {result.base_eval['eval/avg@4']:.3f} → {result.final_eval['eval/avg@4']:.3f}")
+    assert gain > 0.05, (
         f"avg@4 {result.base_eval['eval/avg@4']:.3f} → {result.final_eval['eval/avg@4']:.3f}"
     )
 
@@ -43,7 +55,7 @@ def test_grpo_raises_validation_reward_and_logs_everything(tiny_m, uri):
     assert float(run.data.params["beta"]) > 0  # healthy recipe on the easy split
 
     steps = {m.step for m in client.get_metric_history(result.run_id, mlflow_key("eval/avg@4"))}
-    assert steps == {0, 15, 30}
+    assert steps == {0, 24, 48}
     rollouts = client.get_metric_history(result.run_id, "compute/rollouts")
     assert max(m.value for m in rollouts) == cfg.rollouts
     m = run.data.metrics
