@@ -2,7 +2,7 @@
 
 Target (isolab issue 5): the full analysis, read from the parquet snapshot, in ≤ 5 s. Beside it,
 the same runs table read through MLflow (`search_runs` + one metric history per run and key,
-`isolab.runs.load_runs(experiment)`) is timed and the ratio printed.
+`isolab.tracking.runs.load_runs(experiment)`) is timed and the ratio printed.
 
     python benchmarks/analysis_speed.py                      # full: writes 2,000 runs to MLflow
     python benchmarks/analysis_speed.py --mlflow-runs 200    # quicker MLflow side, extrapolated
@@ -27,8 +27,8 @@ from typing import Any
 import polars as pl
 
 from isolab import frontier as fr
-from isolab.runs import export_runs, import_runs, load_runs
 from isolab.synthetic import make_isocompute_runs, make_rho_runs
+from isolab.tracking.runs import export_runs, import_runs, load_runs
 
 TARGET_S = 5.0
 
@@ -109,7 +109,7 @@ def main() -> int:
         uri = f"sqlite:///{store.resolve()}/mlflow.db"
         keys = iso["run_key"].unique(maintain_order=True).head(k)
         sub = iso.filter(pl.col("run_key").is_in(keys.implode()))
-        sub_snap = export_runs(sub, work / "iso_sub", study=f"bench-{k}x{args.eval_points}")
+        sub_snap = export_runs(sub, work / "iso_sub", experiment=f"bench-{k}x{args.eval_points}")
         t0 = time.perf_counter()
         name, written, reused = import_runs(sub_snap, tracking_uri=uri)
         t_write = time.perf_counter() - t0

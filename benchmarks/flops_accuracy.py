@@ -1,7 +1,7 @@
 """Check isolab's FLOP formulas against `torch.utils.flop_counter.FlopCounterMode`.
 
 Every compute component of a GRPO step is measured around the real call and compared with
-`isolab.flops` / `isolab.ledger`:
+`isolab.compute.flops` / `isolab.compute.ledger`:
 
 - search: `model.generate(...)` with KV cache, sampled, exactly `c` new tokens;
 - learning: TRL's own `GRPOTrainer._get_per_token_logps_and_entropies` (fused LM head,
@@ -47,8 +47,8 @@ import torch
 import trl.trainer.utils as trl_utils
 from torch.utils.flop_counter import FlopCounterMode
 
-from isolab.flops import forward_flops, generation_flops, reward_model_flops, training_flops
-from isolab.ledger import FlopLedger
+from isolab.compute.flops import forward_flops, generation_flops, reward_model_flops, training_flops
+from isolab.compute.ledger import FlopLedger
 
 TOLERANCE = 0.02
 PAD, EOS = 0, 1

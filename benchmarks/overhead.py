@@ -21,10 +21,10 @@ import warnings
 from transformers import PrinterCallback, TrainerCallback
 
 from isolab import models
-from isolab.cli import quiet_libraries
 from isolab.config import RunConfig
-from isolab.rewards import get_reward
-from isolab.train import grpo_args, prepare, train
+from isolab.logs import quiet_libraries
+from isolab.rl.rewards import get_reward
+from isolab.rl.train import grpo_args, prepare, train
 
 
 class StepTimer(TrainerCallback):
@@ -87,8 +87,8 @@ def instrument() -> None:
     hooks' bookkeeping and the callback's step and log hooks — one figure per step. Unlike
     the ratio of two noisy medians, this attributed overhead hardly moves with machine load.
     (The last step, which holds the final evaluation, is dropped like in the ratio.)"""
-    import isolab.train as tr
-    from isolab.ledger import FlopLedger
+    import isolab.rl.train as tr
+    from isolab.compute.ledger import FlopLedger
 
     for name in dir(FlopLedger):
         if name.startswith("record_") or name == "end_step":
@@ -115,7 +115,7 @@ def instrument() -> None:
 
 
 def wrapped_run(cfg: RunConfig, uri: str) -> list[float]:
-    """Step times of `isolab.train.train`, from the same TrainerCallback hooks."""
+    """Step times of `isolab.rl.train.train`, from the same TrainerCallback hooks."""
     times: list[float] = []
     last = [time.perf_counter()]
 
@@ -145,7 +145,7 @@ def main() -> None:
     models.build("tiny-m")
     instrument()
     cfg = RunConfig(
-        study="bench-overhead",
+        experiment="bench-overhead",
         n=args.n,
         B_p=args.B_p,
         M=args.steps,

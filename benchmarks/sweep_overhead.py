@@ -36,14 +36,14 @@ def main() -> None:
     import logging
 
     from isolab import models
-    from isolab.difficulty import load_or_label
-    from isolab.study_spec import StudySpec, plan_study
-    from isolab.sweep import run_study
+    from isolab.paths import cache_root
+    from isolab.rl.difficulty import load_or_label
+    from isolab.sweep import SweepSpec, plan_sweep, run_sweep
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)
-    os.environ["ISOLAB_CACHE"] = str(models.cache_root().resolve())
-    spec = StudySpec.from_yaml(args.spec)
-    plan = plan_study(spec)
+    os.environ["ISOLAB_CACHE"] = str(cache_root().resolve())
+    spec = SweepSpec.from_yaml(args.spec)
+    plan = plan_sweep(spec)
     if args.points is not None:
         plan = type(plan)(plan.spec, plan.points[: args.points], plan.dropped, plan.eval_fractions)
     for model in {p.config.model for p in plan.points}:
@@ -54,7 +54,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="isolab-bench-") as tmp:
         tmp_path = Path(tmp)
         t0 = time.perf_counter()
-        report = run_study(plan, f"sqlite:///{tmp_path / 'runner.db'}", workers=1)
+        report = run_sweep(plan, f"sqlite:///{tmp_path / 'runner.db'}", workers=1)
         runner_s = time.perf_counter() - t0
         ok = sum(o.status == "FINISHED" for o in report.outcomes)
         print(f"in-process runner (1 worker): {n} runs, {ok} FINISHED, {runner_s:.1f} s")

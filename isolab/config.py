@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import warnings
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,10 @@ LR_SCALINGS = ("sqrt", "const", "linear")
 RECIPES = ("auto", "kl_entropy", "kl", "entropy", "none")
 SPLITS = ("easy", "hard", "all")
 GENERATIONS = ("auto", "hf", "vllm")
+#: Reward systems (`isolab.rl.rewards`): rule-based ones, then those that run or charge a
+#: reward model's forward passes.
+REWARDS = ("sparse", "structured", "dense", "orm", "prm", "proxy-prm")
+MODEL_REWARDS = ("orm", "prm", "proxy-prm")
 
 # Healthy-recipe coefficients used when `recipe` turns a term on and no explicit value is given.
 # The papers use KL + entropy on Easy sets and neither on Hard sets (IsoCompute §4); the values
@@ -33,7 +38,8 @@ class RunConfig:
     """Everything that defines one GRPO run. Unknown YAML keys are an error.
 
     Attributes:
-        study: MLflow experiment the run is logged to (one experiment per study).
+        experiment: MLflow experiment the run is logged to (a sweep logs all its runs to one).
+            Config files of isolab 0.1 called it `study`; that key is still read, with a warning.
         model: model preset (`tiny-s`, `tiny-m`, `tiny-l`, `smollm2-135m`) or a hub id / local path.
         task: problem family: `arithmetic` (synthetic), `gsm8k`, `math500`.
         split: difficulty split of the base model: `easy`, `hard` or `all` (see `isolab difficulty`).
@@ -68,7 +74,7 @@ class RunConfig:
         data_dir: local folder with GSM8K / MATH-500 JSONL (else the hub).
     """
 
-    study: str = "default"
+    experiment: str = "default"
     model: str = "tiny-m"
     task: str = "arithmetic"
     split: str = "easy"
@@ -120,6 +126,7 @@ class RunConfig:
         _check_choice("recipe", self.recipe, RECIPES)
         _check_choice("split", self.split, SPLITS)
         _check_choice("generation", self.generation, GENERATIONS)
+        _check_choice("reward", self.reward, REWARDS)
         if self.lora_rank < 0:
             raise ValueError(f"lora_rank = {self.lora_rank}: use 0 for full fine-tuning or r > 0.")
         if not self.eval_ks or min(self.eval_ks) < 1:
@@ -196,8 +203,13 @@ class RunConfig:
 
     @property
     def run_key(self) -> str:
-        """Deterministic 16-hex-digit key: a hash of the resolved config."""
-        blob = json.dumps(self.resolved(), sort_keys=True, default=str)
+        """Deterministic 16-hex-digit key: a hash of the resolved config.
+
+        The hash names the experiment `study`, as isolab 0.1 did, so that runs logged before the
+        rename keep their keys (and resumable sweeps keep skipping them)."""
+        resolved = self.resolved()
+        resolved["study"] = resolved.pop("experiment")
+        blob = json.dumps(resolved, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @property
@@ -211,6 +223,7 @@ class RunConfig:
     # ---- I/O ------------------------------------------------------------------------------
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        data = _renamed(data)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -235,6 +248,66 @@ class RunConfig:
             if isinstance(value, tuple):
                 data[key] = list(value)
         Path(path).write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def _renamed(data: dict[str, Any]) -> dict[str, Any]:
+    """Read the keys of isolab 0.1 (`study`, now `experiment`), saying what to write instead."""
+    if "study" not in data:
+        return data
+    if "experiment" in data:
+        raise ValueError("give `experiment` only: `study` is its old name (isolab 0.1).")
+    warnings.warn(
+        "config key `study` is now `experiment` (the MLflow experiment); rename it.",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    data = dict(data)
+    data["experiment"] = data.pop("study")
+    return data
+
+
+#: Fields that say where a run is logged, how it is seeded, evaluated or executed, not which RL
+#: it does; every other field (and the derived B, lr, beta, entropy_coef) defines a
+#: configuration, the unit over which seeds are averaged.
+BOOKKEEPING_FIELDS = (
+    "experiment",
+    "seed",
+    "generation",
+    "gradient_checkpointing",
+    "eval_every",
+    "eval_at_rollouts",
+    "eval_problems",
+    "eval_k_samples",
+    "eval_ks",
+    "pool_size",
+    "data_dir",
+    "extra",
+)
+#: The values `RunConfig.resolved()` adds to the fields, with their types.
+DERIVED_TYPES: dict[str, type] = {
+    "B": int,
+    "rollouts": int,
+    "lr": float,
+    "beta": float,
+    "entropy_coef": float,
+}
+
+
+def config_columns() -> tuple[str, ...]:
+    """The columns of a runs table that define a configuration (see `BOOKKEEPING_FIELDS`)."""
+    names = [f.name for f in fields(RunConfig) if f.name not in BOOKKEEPING_FIELDS]
+    return tuple(dict.fromkeys([*names, *DERIVED_TYPES]))
+
+
+def param_types() -> dict[str, type]:
+    """The type of every logged param (`RunConfig.resolved()`) that is a scalar number: what
+    the runs table casts MLflow's strings back to."""
+    out: dict[str, type] = {}
+    for f in fields(RunConfig):
+        kind = str(f.type).replace(" | None", "")
+        if kind in ("int", "float"):
+            out[f.name] = int if kind == "int" else float
+    return {**out, **DERIVED_TYPES}
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:

@@ -24,10 +24,10 @@ from isolab.frontier import (
     RaceResult,
     RhoFrontier,
     TradeoffResult,
-    _to_polars,
     frontier,
     record_points,
 )
+from isolab.frontier.frames import to_polars
 
 CMAP = "viridis"
 AXIS_LABELS = {
@@ -83,7 +83,7 @@ def plot_frontier(
 ) -> Axes:
     """All evaluation points coloured by n, the frontier f(C), its record-breaking points and,
     given an `optimal_n` result, the per-n sigmoid fits (IsoCompute Playbook Fig. 3 style)."""
-    df = _to_polars(df).filter(pl.col(x).is_finite() & pl.col(y).is_finite())
+    df = to_polars(df).filter(pl.col(x).is_finite() & pl.col(y).is_finite())
     if df.height == 0:
         return _nothing(ax, f"no finite {y} to plot")
     norm = n_norm(df["n"].unique().to_list()) if "n" in df.columns else None
@@ -262,7 +262,7 @@ def plot_rho_frontier(result: RhoFrontier, ax: Axes) -> Axes:
         ax.scatter(
             pts["rho"].to_numpy(), pts[result.metric].to_numpy(), color=color, s=12, alpha=0.6
         )
-        if row["status"] == "ok":
+        if row["status"] in ("ok", "extrapolated"):  # extrapolated: a wide, boundary interval
             lo_r, hi_r = float(pts["rho"].min()), float(pts["rho"].max())
             g = grid[(grid >= lo_r) & (grid <= hi_r)]
             ax.plot(
@@ -270,7 +270,8 @@ def plot_rho_frontier(result: RhoFrontier, ax: Axes) -> Axes:
                 row["q0"] + row["q1"] * g + row["q2"] * g * g,
                 color=color,
                 lw=1.8,
-                label=f"{name}: ρ* = {row['rho_star']:.2f}",
+                label=f"{name}: ρ* = {row['rho_star']:.2f}"
+                + ("" if row["status"] == "ok" else " (uncertain)"),
             )
             ax.axvline(row["rho_star"], color=color, ls=":", lw=1)
             if np.isfinite(row["rho_lo"]):
@@ -321,7 +322,7 @@ def plot_race(result: RaceResult, ax: Axes) -> Axes:
 def plot_curves(
     curves: pl.DataFrame, ax: Axes, *, x: str, y: str, by: str, style: str | None = None
 ) -> Axes:
-    """Seed-averaged curves (`isolab.summaries.curves`) of `y` against `x`, one colour per value
+    """Seed-averaged curves (`isolab.study.summaries.curves`) of `y` against `x`, one colour per value
     of `by` (and one line style per value of `style`), with a ±1 std band over seeds."""
     if curves.height == 0:
         return _nothing(ax, f"no finite {y} to plot")
@@ -359,7 +360,7 @@ def plot_curves(
 
 
 def plot_final(final: pl.DataFrame, ax: Axes, *, x: str, by: str, y_label: str) -> Axes:
-    """Final result (`isolab.summaries.final`) against a swept value `x`, one line per `by`,
+    """Final result (`isolab.study.summaries.final`) against a swept value `x`, one line per `by`,
     with ±1 std over seeds."""
     if final.height == 0:
         return _nothing(ax, "no finished runs to plot")

@@ -1,6 +1,6 @@
 """Synthetic run tables planted with known laws, to test and benchmark the frontier analysis.
 
-The frames have the layout of `isolab.runs.load_runs` (one row per run × evaluation step), so
+The frames have the layout of `isolab.tracking.runs.load_runs` (one row per run × evaluation step), so
 every analysis runs on them unchanged, and the planted parameters are known exactly:
 
 - `IsoComputeLaw`: per-n ScaleRL sigmoids of reward against rollouts (arXiv 2510.13786) whose
@@ -123,7 +123,7 @@ def make_isocompute_runs(
     eval_points: int = 50,
     noise: float = 0.02,
     max_runs: int | None = None,
-    study: str = "synthetic-isocompute",
+    experiment: str = "synthetic-isocompute",
     model: str = "tiny-m",
     split: str = "easy",
     reward: str = "sparse",
@@ -152,11 +152,11 @@ def make_isocompute_runs(
         k = len(steps)
         C = (B * steps).astype(float)
         lr = 3e-4 * math.sqrt(B / 64)
-        key = _run_key((study, model, split, reward, n, bp, M, s))
+        key = _run_key((experiment, model, split, reward, n, bp, M, s))
         row = {
             "run_key": np.full(k, key),
             "run_id": np.full(k, key),
-            "study": np.full(k, study),
+            "experiment": np.full(k, experiment),
             "model": np.full(k, model),
             "task": np.full(k, "arithmetic"),
             "split": np.full(k, split),
@@ -243,7 +243,7 @@ def make_rho_runs(
     eval_points: int = 50,
     noise: float = 0.02,
     metric: str = "eval/avg@4",
-    study: str = "synthetic-rho",
+    experiment: str = "synthetic-rho",
     model: str = "qwen2.5-1.5b-lora",
     seed: int = 0,
 ) -> pl.DataFrame:
@@ -267,11 +267,11 @@ def make_rho_runs(
                 F = F_step * steps
                 rho_obs = np.clip(rho + rng.normal(0.0, 0.002), 0.0, 1.0)
                 sh_search, sh_learn, sh_reward = law.shares(rho_obs)
-                key = _run_key((study, model, reward_name, rho, s))
+                key = _run_key((experiment, model, reward_name, rho, s))
                 row = {
                     "run_key": np.full(k, key),
                     "run_id": np.full(k, key),
-                    "study": np.full(k, study),
+                    "experiment": np.full(k, experiment),
                     "model": np.full(k, model),
                     "task": np.full(k, "math"),
                     "split": np.full(k, "all"),
@@ -296,3 +296,60 @@ def make_rho_runs(
                 for name, value in row.items():
                     cols.setdefault(name, []).append(value)
     return pl.DataFrame({name: np.concatenate(parts) for name, parts in cols.items()})
+
+
+# ---- worlds on a real design: null and planted effects, for the verdicts' calibration ----------
+#: (evaluation SD, training SD) per metric: what `isolab.verdicts.noise.noise_model` measures.
+NoiseLevels = Mapping[str, tuple[float, float]]
+
+
+def null_means(
+    design: pl.DataFrame, metrics: Sequence[str], by: Sequence[str] = ()
+) -> pl.DataFrame:
+    """A world with no effect of any configuration: every run follows the mean learning curve
+    of its group `by` (e.g. the split) at each checkpoint, as the design measured it. The
+    checkpoint is the compute the design equalises: rollouts when every run ends at the same
+    rollouts (IsoCompute), else FLOPs (IsoFLOP), binned by an eighth of a doubling; a run that
+    skips a checkpoint (its first step already lies beyond it) is not shifted onto the next."""
+    group = [c for c in by if c in design.columns]
+    ends = design.group_by("run_key").agg(pl.col("compute/rollouts").max())["compute/rollouts"]
+    iso_rollouts = (
+        float(ends.min()) >= 0.99 * float(ends.max()) or "flops/total" not in design.columns
+    )
+    axis = "compute/rollouts" if iso_rollouts else "flops/total"
+    cp = (pl.when(pl.col(axis) > 0).then((pl.col(axis).log(2) * 8).round()).otherwise(-1e9)).alias(
+        "_cp"
+    )
+    means = [pl.col(m).mean().over([*group, "_cp"]).alias(m) for m in metrics]
+    return design.with_columns(cp).with_columns(means).drop("_cp")
+
+
+def simulate_world(
+    means: pl.DataFrame,
+    noise: NoiseLevels,
+    seed: int,
+    effect: Mapping[str, np.ndarray] | None = None,
+) -> pl.DataFrame:
+    """One simulated sweep on the design of `means` (a runs table whose metric columns hold the
+    world's mean values): each run draws a training offset per metric, growing with the share of
+    training done (sqrt of steps / last step) and shared across metrics in its sign, and each
+    evaluation draws its own sampling noise. `effect` adds a planted difference per metric
+    (an array over the rows). Step-0 evaluations carry sampling noise only."""
+    rng = np.random.default_rng(seed)
+    key = "run_key"
+    runs = means[key].unique(maintain_order=True).to_list()
+    index = {r: i for i, r in enumerate(runs)}
+    run_idx = np.array([index[r] for r in means[key].to_list()])
+    z = rng.standard_normal(len(runs))
+    last = means.select(pl.col("step").max().over(key)).to_series().to_numpy().astype(float)
+    frac = np.sqrt(means["step"].to_numpy().astype(float) / np.maximum(last, 1.0))
+    out = {}
+    for metric, (eval_sd, train_sd) in noise.items():
+        if metric not in means.columns:
+            continue
+        mu = means[metric].to_numpy().astype(float)
+        if effect and metric in effect:
+            mu = mu + effect[metric]
+        value = mu + train_sd * z[run_idx] * frac + eval_sd * rng.standard_normal(len(mu))
+        out[metric] = np.clip(value, 0.0, 1.0)
+    return means.with_columns([pl.Series(k, v) for k, v in out.items()])

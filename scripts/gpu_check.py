@@ -88,9 +88,9 @@ def random_smollm2(path: str) -> str:
 
 
 def main() -> None:
-    from isolab.cli import quiet_libraries
     from isolab.config import RunConfig
-    from isolab.train import train
+    from isolab.logs import quiet_libraries
+    from isolab.rl.train import train
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-dir", default=None)
@@ -119,7 +119,7 @@ def main() -> None:
     }
     for gen in backends:
         cfg = RunConfig(
-            study="gpu-check",
+            experiment="gpu-check",
             model=model,
             task="gsm8k",
             split="all",

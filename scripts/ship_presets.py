@@ -24,7 +24,9 @@ POOL, SEED = 4000, 0
 
 
 def ship(name: str, cache: Path) -> None:
-    from isolab import difficulty, models, reward_models
+    from isolab import models
+    from isolab.models import reward_models
+    from isolab.rl import difficulty
 
     if reward_models.is_preset(name):
         models.build("tiny-m")  # the shipped tiny-m, installed into the private cache

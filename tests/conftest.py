@@ -19,7 +19,7 @@ def isolab_cache() -> Iterator[Path]:
     process and every subprocess or worker it starts.
     """
     from isolab import models
-    from isolab.difficulty import load_or_label
+    from isolab.rl.difficulty import load_or_label
 
     root = Path(os.environ.get("ISOLAB_CACHE") or REPO / "runs" / "cache").resolve()
     with pytest.MonkeyPatch.context() as mp:

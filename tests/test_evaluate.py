@@ -3,7 +3,7 @@ import itertools
 import numpy as np
 import pytest
 
-from isolab.evaluate import best_at_k, metrics_from_counts, worst_at_k
+from isolab.metrics import best_at_k, metrics_from_counts, worst_at_k
 
 
 def _enumerate(n: int, c: int, k: int) -> tuple[float, float]:

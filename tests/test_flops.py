@@ -14,7 +14,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, Qwen2Config
 
-from isolab.flops import (
+from isolab.compute.flops import (
     LoraSpec,
     forward_flops,
     generation_flops,

@@ -1,4 +1,4 @@
-"""Answer extraction and checking (isolab.grading) and the GSM8K / MATH-500 tasks.
+"""Answer extraction and checking (isolab.tasks.grading) and the GSM8K / MATH-500 tasks.
 
 The gold-answer checks run over the full local copies of the data sets (``../shared/data``, or
 ``$ISOLAB_DATA_DIR``) and skip when neither is there.
@@ -13,16 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from isolab import grading
-from isolab.grading import (
+from isolab.tasks import grading, gsm8k, math500
+from isolab.tasks.base import Problem
+from isolab.tasks.grading import (
     extract_boxed,
     extract_gsm8k_answer,
     gsm8k_equal,
     math_equal,
     normalize_number,
 )
-from isolab.tasks import gsm8k, math500
-from isolab.tasks.base import Problem
 
 
 def _data_dir() -> Path | None:

@@ -7,14 +7,14 @@ import math
 import pytest
 from transformers import LlamaConfig
 
-from isolab.flops import (
+from isolab.compute.flops import (
     LoraSpec,
     forward_flops,
     generation_flops,
     reward_model_flops,
     training_flops,
 )
-from isolab.ledger import FlopLedger, plan_run
+from isolab.compute.ledger import FlopLedger, plan_run
 
 POLICY = LlamaConfig(
     hidden_size=64,

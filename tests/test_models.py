@@ -11,8 +11,10 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from isolab import difficulty, models, reward_models
-from isolab.runs import digest_mismatches
+from isolab import models
+from isolab.models import reward_models
+from isolab.rl import difficulty
+from isolab.tracking.runs import digest_mismatches
 
 SHIPPED = [*models.TINY_PRESETS, *reward_models.REWARD_MODEL_PRESETS]
 
@@ -49,7 +51,7 @@ def test_a_damaged_shipped_file_is_refused(fresh_cache, tmp_path, monkeypatch):
     data = bytearray(weights.read_bytes())
     data[-1] ^= 0xFF
     weights.write_bytes(bytes(data))
-    monkeypatch.setattr(models, "PRESETS_DIR", presets)
+    monkeypatch.setattr("isolab.models.weights.presets_dir", lambda: presets)
     with pytest.raises(RuntimeError, match="damaged.*--from-scratch"):
         models.build("tiny-s")
     assert not (fresh_cache / "models" / "tiny-s").exists()

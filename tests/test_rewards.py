@@ -8,11 +8,13 @@ import huggingface_hub.constants
 import pytest
 from mlflow.tracking import MlflowClient
 
-from isolab import reward_models, rewards
-from isolab.config import RunConfig
-from isolab.flops import model_shape, reward_model_flops
-from isolab.planning import model_config, plan_config
-from isolab.rewards import get_reward, reward_model_config_for
+from isolab.compute.flops import model_shape, reward_model_flops
+from isolab.config import MODEL_REWARDS, REWARDS, RunConfig
+from isolab.models import reward_models
+from isolab.models.reward_models import reward_model_config_for
+from isolab.rl import rewards
+from isolab.rl.plan import model_config, plan_config
+from isolab.rl.rewards import get_reward
 from isolab.tasks import get_task
 
 RAW = get_task("arithmetic", "raw")
@@ -108,7 +110,7 @@ def test_orm_and_prm_beat_chance_on_held_out_completions(reward_model_presets):
 
 
 def test_model_rewards_report_what_they_scored(reward_model_presets):
-    for name in rewards.MODEL_REWARDS:
+    for name in MODEL_REWARDS:
         fn = get_reward(name, RAW)
         out = _call(fn, ["753", "7"], ["357"] * 2)
         assert len(out) == 2 and all(0 <= r <= 1 for r in out)
@@ -121,8 +123,8 @@ def test_model_rewards_report_what_they_scored(reward_model_presets):
 def test_the_charge_is_the_measured_forward_and_reaches_the_ledger(reward_model_presets):
     from torch.utils.flop_counter import FlopCounterMode
 
-    from isolab.ledger import FlopLedger
-    from isolab.train import _timed
+    from isolab.compute.ledger import FlopLedger
+    from isolab.rl.train import timed_reward
 
     fn = get_reward("prm", RAW)
     completions = ["753", "7", "75312"]
@@ -133,7 +135,7 @@ def test_the_charge_is_the_measured_forward_and_reaches_the_ledger(reward_model_
     assert reward_model_flops(fn.reward_model_config, [11, 9, 13]) == measured
 
     ledger = FlopLedger(model_config("tiny-m"), reward_model_config=fn.reward_model_config)
-    _timed(fn, ledger)(prompts=["12+345="] * 3, completions=completions, answer=["357"] * 3)
+    timed_reward(fn, ledger)(prompts=["12+345="] * 3, completions=completions, answer=["357"] * 3)
     assert ledger.end_step(rollouts=3)["flops/reward"] == measured
 
 
@@ -160,7 +162,7 @@ def test_hub_reward_model_offline_says_what_to_do(monkeypatch):
 
 # ---- training ------------------------------------------------------------------------------
 def _train(cfg: RunConfig, uri: str) -> dict[str, float]:
-    from isolab.train import train
+    from isolab.rl.train import train
 
     result = train(cfg, tracking_uri=uri)
     assert result.status == "FINISHED"
@@ -168,9 +170,9 @@ def _train(cfg: RunConfig, uri: str) -> dict[str, float]:
 
 
 def test_every_reward_system_trains_and_only_models_cost_flops(reward_model_presets, tracking_uri):
-    for name in rewards.REWARDS:
+    for name in REWARDS:
         cfg = RunConfig(
-            study="test-rewards",
+            experiment="test-rewards",
             reward=name,
             n=4,
             B_p=4,
@@ -186,7 +188,7 @@ def test_every_reward_system_trains_and_only_models_cost_flops(reward_model_pres
         assert m["flops/total"] == pytest.approx(
             m["flops/search"] + m["flops/learning"] + m["flops/reward"]
         )
-        if name in rewards.MODEL_REWARDS:
+        if name in MODEL_REWARDS:
             assert m["flops/reward"] > 0, name
         else:
             assert m["flops/reward"] == 0, name
@@ -207,7 +209,9 @@ def _planned(cfg: RunConfig) -> dict[str, float]:
 
 
 def test_prm_lowers_rho_at_equal_total_flops(reward_model_presets, tracking_uri):
-    base = RunConfig(study="test-rewards-isoflop", n=4, B_p=4, eval_problems=8, eval_k_samples=4)
+    base = RunConfig(
+        experiment="test-rewards-isoflop", n=4, B_p=4, eval_problems=8, eval_k_samples=4
+    )
     per_step = {r: _planned(base.replace(reward=r, M=1))["flops/total"] for r in ("sparse", "prm")}
 
     def matched(M: int) -> tuple[float, int, int]:

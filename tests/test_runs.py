@@ -13,19 +13,20 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-from isolab.cli_analysis import register
+from isolab import paths
+from isolab.cli.analysis import register
 from isolab.config import RunConfig
-from isolab.runs import KIND_TAG, export_runs, import_runs, is_snapshot, load_runs
 from isolab.synthetic import make_isocompute_runs, make_rho_runs
 from isolab.tracking import RunLogger
+from isolab.tracking.runs import KIND_TAG, export_runs, import_runs, is_snapshot, load_runs
 
 STUDY = "unit-study"
 
 
 def _log_run(uri: str, cfg: RunConfig, status: str, *, old: bool = False) -> str:
-    """A run written the way `isolab.train` writes it: resolved params, MLflow-safe metric names,
+    """A run written the way `isolab.rl.train` writes it: resolved params, MLflow-safe metric names,
     per-step compute/FLOP metrics, TRL's own metrics, evaluations at steps 0, 5 and 10."""
-    run = RunLogger(cfg.study, cfg.run_name, cfg.run_key, uri)
+    run = RunLogger(cfg.experiment, cfg.run_name, cfg.run_key, uri)
     run.log_params(cfg.resolved())
     B = cfg.B
     for step in range(cfg.M + 1):
@@ -46,7 +47,7 @@ def _log_run(uri: str, cfg: RunConfig, status: str, *, old: bool = False) -> str
 def store(tmp_path_factory: pytest.TempPathFactory) -> dict:
     tmp_path = tmp_path_factory.mktemp("store")
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    base = RunConfig(study=STUDY, n=4, B_p=2, M=10)
+    base = RunConfig(experiment=STUDY, n=4, B_p=2, M=10)
     ids = {
         "a": _log_run(uri, base, "FINISHED"),
         "b": _log_run(uri, base.replace(n=8, lr_base=1e-4), "FINISHED", old=True),
@@ -161,7 +162,7 @@ def test_cli_export_import_and_frontier(cli: tuple[CliRunner, typer.Typer], stor
     assert load_runs(STUDY, tracking_uri=uri2)["run_key"].n_unique() == 2
 
 
-def test_cli_frontier_on_a_snapshot_writes_and_logs_figures(
+def test_cli_frontier_on_a_snapshot_writes_its_own_folder_and_logs_when_asked(
     cli: tuple[CliRunner, typer.Typer], tmp_path: Path
 ) -> None:
     runner, app = cli
@@ -169,22 +170,25 @@ def test_cli_frontier_on_a_snapshot_writes_and_logs_figures(
     export_runs(iso, tmp_path / "runs" / "iso")
     export_runs(make_rho_runs(seeds=1, eval_points=25), tmp_path / "runs" / "rho")
     uri = f"sqlite:///{tmp_path}/fig.db"
-    res = runner.invoke(app, ["frontier", "runs/iso", "--n-boot", "20", "--tracking-uri", uri])
+    args = ["frontier", "runs/iso", "--n-boot", "20", "--tracking-uri", uri, "--log"]
+    res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
-    assert "recommendation" in res.output and "n* saturation by metric" in res.output
-    figs = {p.name for p in Path("runs/iso/figures").glob("*.png")}
+    assert "recommendation" in res.output and "metric_effect" in res.output
+    out = Path("runs/frontier/synthetic-isocompute")  # its own folder, not the snapshot's
+    figs = {p.name for p in (out / "figures").glob("*.png")}
     assert figs == {"frontier.png", "n_star.png", "metric_effect.png", "tradeoff.png"}
+    assert (out / "findings.md").exists() and not Path("runs/iso/figures").exists()
     # the figures are artifacts of an analysis run, which load_runs leaves out
     client = MlflowClient(tracking_uri=uri)
-    exp = client.get_experiment_by_name("synthetic-isocompute")  # the snapshot's study
+    exp = client.get_experiment_by_name("synthetic-isocompute")  # the snapshot's experiment
     (run,) = client.search_runs([exp.experiment_id])
     assert run.data.tags[KIND_TAG] == "analysis"
-    logged = {a.path for a in client.list_artifacts(run.info.run_id, "frontier")}
-    assert "frontier/n_star.png" in logged
+    logged = {a.path for a in client.list_artifacts(run.info.run_id, "figures")}
+    assert "figures/n_star.png" in logged
 
-    res = runner.invoke(app, ["frontier", "runs/rho", "--no-log", "--n-boot", "0"])
+    res = runner.invoke(app, ["frontier", "runs/rho", "--n-boot", "0", "--out", "rho-out"])
     assert res.exit_code == 0, res.output
-    assert "ρ frontier" in res.output and Path("runs/rho/figures/rho_frontier.png").exists()
+    assert "rho_frontier" in res.output and Path("rho-out/figures/rho_frontier.png").exists()
 
 
 @pytest.mark.parametrize(
@@ -212,7 +216,7 @@ def test_cli_bad_input_exits_2_naming_the_problem(
 
 def test_runs_dir_is_the_projects_runs_folder_from_any_subfolder(tmp_path, monkeypatch):
     """A notebook runs in notebooks/: it must share the project's store and caches."""
-    from isolab import models, tracking
+    from isolab import tracking
 
     monkeypatch.delenv("ISOLAB_RUNS", raising=False)
     monkeypatch.delenv("ISOLAB_CACHE", raising=False)
@@ -223,11 +227,38 @@ def test_runs_dir_is_the_projects_runs_folder_from_any_subfolder(tmp_path, monke
     (tmp_path / "project" / "notebooks" / "runs").mkdir()  # not a project: no marker
     (tmp_path / "project" / "notebooks" / "runs" / "stray.txt").write_text("")
     monkeypatch.chdir(tmp_path / "project" / "notebooks")
-    assert tracking.runs_dir() == tmp_path / "project" / "runs"
+    assert paths.runs_dir() == tmp_path / "project" / "runs"
     assert tracking.resolve_uri() == f"sqlite:///{tmp_path / 'project' / 'runs' / 'mlflow.db'}"
-    assert models.cache_root() == tmp_path / "project" / "runs" / "cache"
+    assert paths.cache_root() == tmp_path / "project" / "runs" / "cache"
     monkeypatch.chdir(tmp_path)  # no project above: a new runs/ here
     if not any((f / "runs" / "mlflow.db").exists() for f in tmp_path.parents):
-        assert tracking.runs_dir() == Path("runs")
+        assert paths.runs_dir() == Path("runs")
     monkeypatch.setenv("ISOLAB_RUNS", str(tmp_path / "elsewhere"))
-    assert tracking.runs_dir() == tmp_path / "elsewhere"
+    assert paths.runs_dir() == tmp_path / "elsewhere"
+
+
+def test_per_problem_counts_reach_the_table_and_survive_a_snapshot(tmp_path: Path) -> None:
+    """Each evaluation's correct counts per validation problem (the noise model's input) are
+    read from the run's artifact into `eval_counts`, kept in the parquet, and logged back as
+    the artifact on import."""
+    from isolab.tracking.runs import COUNTS, COUNTS_ARTIFACT
+
+    uri = f"sqlite:///{tmp_path}/counts.db"
+    cfg = RunConfig(experiment="counts", n=4, B_p=2, M=10)
+    run = RunLogger(cfg.experiment, cfg.run_name, cfg.run_key, uri)
+    run.log_params(cfg.resolved())
+    for step, value in ((0, 0.25), (10, 0.5)):
+        run.log_metrics({"eval/avg@4": value, "compute/rollouts": 8.0 * step}, step=step)
+    by_step = {"0": [2, 0, 1, 5], "10": [4, 3, 2, 7]}
+    run.log_dict({"n_samples": 8, "correct_counts_by_step": by_step}, COUNTS_ARTIFACT)
+    run.end("FINISHED")
+    df = load_runs("counts", tracking_uri=uri)
+    assert df.sort("step")[COUNTS].to_list() == [[2, 0, 1, 5], [4, 3, 2, 7]]
+    snap = export_runs(df, tmp_path / "snap")
+    assert load_runs(snap)[COUNTS].to_list() == df[COUNTS].to_list()
+    uri2 = f"sqlite:///{tmp_path}/back.db"
+    import_runs(snap, experiment="back", tracking_uri=uri2)
+    assert load_runs("back", tracking_uri=uri2).sort("step")[COUNTS].to_list() == [
+        [2, 0, 1, 5],
+        [4, 3, 2, 7],
+    ]

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from isolab import smollm2
+from isolab.models import smollm2
 
 installed = importlib.util.find_spec(smollm2.MODULE) is not None
 needs_package = pytest.mark.skipif(

@@ -8,7 +8,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from isolab.config import RunConfig
-from isolab.train import train
+from isolab.rl.train import train
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -25,7 +25,7 @@ pytestmark = [
 def test_smollm2_grpo_on_gsm8k_logs_the_ledger(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     cfg = RunConfig(
-        study="smol",
+        experiment="smol",
         model="smollm2-135m",
         task="gsm8k",
         split="all",

@@ -20,12 +20,13 @@ from pathlib import Path
 import pytest
 import typer
 import yaml
+from helpers import free_port, mlflow_server
 from mlflow.tracking import MlflowClient
 from system_packages import apt_install
 from typer.testing import CliRunner
 
-from isolab import cli_sweep, sweep
-from isolab.study_spec import StudySpec, plan_study
+from isolab.cli import sweep as cli_sweep
+from isolab.sweep import SweepSpec, plan_sweep
 from isolab.tracking import RUN_KEY_TAG, find_runs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -75,7 +76,7 @@ def postgres_url() -> Iterator[str]:
         for path in (root, data):
             os.chown(path, user.pw_uid, user.pw_gid)
     root.chmod(0o755)
-    port = sweep.free_port()
+    port = free_port()
     run = lambda cmd: subprocess.run(  # noqa: E731
         _as_postgres(cmd), check=True, capture_output=True, text=True, timeout=300
     )
@@ -100,13 +101,13 @@ def test_part_of_the_smoke_study_on_a_postgres_backed_server(isolab_cache, postg
     data["axes"] = {"n": [8, 16], "B_p": [2]}
     spec_path = tmp_path / "smoke_part.yaml"
     spec_path.write_text(yaml.safe_dump(data))
-    smoke_keys = {p.run_key for p in plan_study(StudySpec.from_yaml(SMOKE)).points}
-    part = plan_study(StudySpec.from_yaml(spec_path))
+    smoke_keys = {p.run_key for p in plan_sweep(SweepSpec.from_yaml(SMOKE)).points}
+    part = plan_sweep(SweepSpec.from_yaml(spec_path))
     assert {p.run_key for p in part.points} <= smoke_keys
 
     log = tmp_path / "mlflow-server.log"
     t0 = time.perf_counter()
-    with sweep.mlflow_server(postgres_url, tmp_path / "artifacts", log_file=log) as uri:
+    with mlflow_server(postgres_url, tmp_path / "artifacts", log_file=log) as uri:
         app = typer.Typer()
         cli_sweep.register(app)
         args = ["sweep", "run", str(spec_path), "--workers", "2", "--tracking-uri", uri]

@@ -16,8 +16,9 @@ import yaml
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-from isolab import cli_sweep, sweep
-from isolab.study_spec import StudyPlan, StudySpec, plan_study
+from isolab.cli import sweep as cli_sweep
+from isolab.sweep import SweepPlan, SweepSpec, plan_sweep
+from isolab.sweep import store as sweep
 from isolab.tracking import RUN_KEY_TAG, find_runs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,8 +40,8 @@ METRICS = (
 
 
 @pytest.fixture(scope="module")
-def plan() -> StudyPlan:
-    return plan_study(StudySpec.from_yaml(SMOKE))
+def plan() -> SweepPlan:
+    return plan_sweep(SweepSpec.from_yaml(SMOKE))
 
 
 def cli(*args: str):
@@ -56,7 +57,7 @@ def runs_by_status(uri: str) -> dict[str, list]:
     return out
 
 
-def assert_complete(plan: StudyPlan, uri: str, points=None) -> dict[str, str]:
+def assert_complete(plan: SweepPlan, uri: str, points=None) -> dict[str, str]:
     """Every point FINISHED exactly once, with all its metrics at the common checkpoints."""
     client = MlflowClient(uri)
     finished = runs_by_status(uri).get("FINISHED", [])
@@ -95,7 +96,7 @@ def test_smoke_study_with_two_workers(isolab_cache, tracking_uri, plan):
 
 
 def _start(uri: str, log: Path, spec: Path = SMOKE) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "isolab.sweep", "run", str(spec), "--workers", "2"]
+    cmd = [sys.executable, "-m", "isolab.cli", "sweep", "run", str(spec), "--workers", "2"]
     return subprocess.Popen(
         [*cmd, "--tracking-uri", uri],
         cwd=REPO,
@@ -130,7 +131,7 @@ def test_interrupted_sweeps_resume_without_losing_or_redoing_runs(
     data["base"].update(eval_problems=64, eval_k_samples=8)
     spec = tmp_path / "smoke.yaml"
     spec.write_text(yaml.safe_dump(data))
-    plan = plan_study(StudySpec.from_yaml(spec))
+    plan = plan_sweep(SweepSpec.from_yaml(spec))
     # 1. SIGKILL of the runner alone: its workers die with it, their runs stay RUNNING.
     proc = _start(tracking_uri, log, spec)
     _wait_for(tracking_uri, 1, 1, proc)  # one run finished, one mid-run

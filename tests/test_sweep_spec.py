@@ -12,8 +12,9 @@ import yaml
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-from isolab import cli_sweep, sweep
-from isolab.study_spec import SpecError, StudySpec, plan_study
+from isolab.cli import sweep as cli_sweep
+from isolab.sweep import SpecError, SweepSpec, plan_sweep
+from isolab.sweep import store as sweep
 from isolab.tracking import RUN_KEY_TAG
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,7 +40,7 @@ def write_spec(tmp_path: Path, **changes) -> Path:
 
 
 def test_smoke_spec_plans_twelve_runs_at_equal_compute():
-    plan = plan_study(StudySpec.from_yaml(SMOKE))
+    plan = plan_sweep(SweepSpec.from_yaml(SMOKE))
     assert len(plan.points) == 12
     assert {d.reason for d in plan.dropped} == {
         "B = 64 over max_batch = 32",
@@ -47,17 +48,17 @@ def test_smoke_spec_plans_twelve_runs_at_equal_compute():
     }
     for p in plan.points:
         c = p.config
-        assert c.study == "smoke" and c.B <= 32
+        assert c.experiment == "smoke" and c.B <= 32
         assert c.M == 128 // c.B and c.rollouts == 128
         assert c.eval_at_rollouts == (32, 64, 128)  # common checkpoints, geometric in C
         assert p.run_key == c.run_key and p.planned_flops > 0 and 0 < p.rho < 1
     keys = [p.run_key for p in plan.points]
     assert len(set(keys)) == 12
-    assert keys == [p.run_key for p in plan_study(StudySpec.from_yaml(SMOKE)).points]
+    assert keys == [p.run_key for p in plan_sweep(SweepSpec.from_yaml(SMOKE)).points]
 
 
 def test_nstar_cpu_spec_is_the_n_by_bp_grid():
-    plan = plan_study(StudySpec.from_yaml(REPO / "studies" / "nstar" / "cpu" / "main.yaml"))
+    plan = plan_sweep(SweepSpec.from_yaml(REPO / "studies" / "nstar" / "cpu" / "main.yaml"))
     assert {p.config.n for p in plan.points} == {2, 4, 8, 16, 32, 64}
     assert {p.config.split for p in plan.points} == {"easy", "hard"}
     assert all(p.config.B <= 256 and p.config.rollouts == 8192 for p in plan.points)
@@ -65,8 +66,8 @@ def test_nstar_cpu_spec_is_the_n_by_bp_grid():
 
 
 def test_isoflop_gives_each_point_the_most_steps_that_fit():
-    spec = StudySpec.from_yaml(REPO / "studies" / "smoke_isoflop.yaml")
-    plan = plan_study(spec)
+    spec = SweepSpec.from_yaml(REPO / "studies" / "smoke_isoflop.yaml")
+    plan = plan_sweep(spec)
     assert len(plan.points) == 9
     for p in plan.points:
         step = p.planned_flops / p.config.M
@@ -80,7 +81,7 @@ def test_isoflop_gives_each_point_the_most_steps_that_fit():
 
 def test_batch_axis_drops_points_it_cannot_divide(tmp_path):
     path = write_spec(tmp_path, axes={"n": [2, 3, 4], "B": [8, 16]}, max_batch=None)
-    plan = plan_study(StudySpec.from_yaml(path))
+    plan = plan_sweep(SweepSpec.from_yaml(path))
     assert sorted((p.config.n, p.config.B_p) for p in plan.points) == [
         (2, 4),
         (2, 8),
@@ -122,7 +123,7 @@ def test_plan_command_prints_the_grid_and_the_drops():
 def test_bad_specs_exit_2_naming_the_field_and_start_nothing(tmp_path, changes, field):
     path = write_spec(tmp_path, **changes)
     with pytest.raises(SpecError) as info:
-        plan_study(StudySpec.from_yaml(path))
+        plan_sweep(SweepSpec.from_yaml(path))
     assert info.value.field == field
     store = tmp_path / "store.db"
     for command in ("plan", "run"):
@@ -145,7 +146,7 @@ def _run(client, exp, key, status, pid, host=None, start_ms=None):
 
 
 def test_scan_sorts_runs_by_liveness_and_pending_reclaims_dead_ones(tracking_uri):
-    plan = plan_study(StudySpec.from_yaml(SMOKE))
+    plan = plan_sweep(SweepSpec.from_yaml(SMOKE))
     keys = [p.run_key for p in plan.points]
     client = MlflowClient(tracking_uri)
     exp = client.create_experiment("smoke")
@@ -184,7 +185,7 @@ def test_process_alive():
 def test_base_can_be_a_run_config_file(tmp_path):
     (tmp_path / "run.yaml").write_text("model: tiny-m\nsplit: hard\nM: 500\nlr_base: 1e-4\n")
     path = write_spec(tmp_path, base="run.yaml")
-    plan = plan_study(StudySpec.from_yaml(path))
+    plan = plan_sweep(SweepSpec.from_yaml(path))
     assert {p.config.split for p in plan.points} == {"hard"}
     assert {p.config.lr_base for p in plan.points} == {1e-4}  # YAML's `1e-4` string → float
     assert {p.config.M * p.config.B for p in plan.points} == {128}  # the budget sets M

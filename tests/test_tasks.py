@@ -1,5 +1,5 @@
 from isolab.models import build_char_tokenizer
-from isolab.rewards import get_reward
+from isolab.rl.rewards import get_reward
 from isolab.tasks import get_task
 from isolab.tasks.arithmetic import ArithmeticSpec, generate_problems, raw_prompt, raw_target
 

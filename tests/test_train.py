@@ -5,9 +5,9 @@ from mlflow.tracking import MlflowClient
 
 from isolab import models
 from isolab.config import RunConfig
-from isolab.difficulty import load_or_label
+from isolab.rl.difficulty import load_or_label
+from isolab.rl.train import train
 from isolab.tracking import RUN_KEY_TAG, mlflow_key
-from isolab.train import train
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,7 @@ def test_grpo_raises_validation_reward_and_logs_everything(tiny_m, uri):
     # all 106 Easy validation problems × 16 samples: ≈ 0.012 of evaluation noise; on this
     # machine avg@4 gains ≈ 0.10 in 48 steps at this rate, ≈ 0.15 by step 150
     cfg = RunConfig(
-        study="test-train",
+        experiment="test-train",
         n=8,
         B_p=8,
         M=48,
@@ -75,7 +75,7 @@ def test_a_crash_marks_the_run_failed_and_keeps_what_was_logged(tiny_m, uri):
         if step == 2:
             raise RuntimeError("simulated crash")
 
-    cfg = RunConfig(study="test-train", split="hard", n=4, B_p=4, M=5, eval_problems=8)
+    cfg = RunConfig(experiment="test-train", split="hard", n=4, B_p=4, M=5, eval_problems=8)
     with pytest.raises(RuntimeError, match="simulated"):
         train(cfg, tracking_uri=uri, on_step=crash)
     client = MlflowClient(uri)

@@ -29,6 +29,7 @@ from system_packages import apt_install
 
 pytest.importorskip("selenium", reason="selenium is not installed (pip install -e '.[dev]')")
 
+from helpers import free_port  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 from selenium import webdriver  # noqa: E402
 from selenium.common.exceptions import TimeoutException, WebDriverException  # noqa: E402
@@ -37,11 +38,11 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-from isolab import sweep, tracking  # noqa: E402
-from isolab.cli_analysis import _log_analysis  # noqa: E402
+from isolab import tracking  # noqa: E402
 from isolab.config import RunConfig  # noqa: E402
-from isolab.runs import KIND_TAG  # noqa: E402
-from isolab.train import train  # noqa: E402
+from isolab.rl.train import train  # noqa: E402
+from isolab.study.pipeline import log_analysis  # noqa: E402
+from isolab.tracking.runs import KIND_TAG  # noqa: E402
 
 STUDY = "ui-browser"
 METRIC = "flops/total"
@@ -108,7 +109,7 @@ def _isolab_cmd() -> list[str]:
 @contextlib.contextmanager
 def _isolab_ui(uri: str, cwd: Path, log: Path) -> Iterator[tuple[str, Callable[[], None]]]:
     """Start `isolab ui` in its own session; yields its URL and a wait-until-healthy function."""
-    port = sweep.free_port()
+    port = free_port()
     cmd = [*_isolab_cmd(), "ui", "--tracking-uri", uri, "--port", str(port)]
     base = f"http://127.0.0.1:{port}"
     with open(log, "ab") as out:
@@ -172,12 +173,12 @@ def test_mlflow_ui_shows_experiment_flops_metric_and_figure(
     log = tmp_path / "isolab-ui.log"
     with _isolab_ui(tracking_uri, tmp_path, log) as (base, wait_healthy):
         cfg = RunConfig(
-            study=STUDY, model="tiny-m", n=2, B_p=2, M=2,
+            experiment=STUDY, model="tiny-m", n=2, B_p=2, M=2,
             eval_problems=4, eval_k_samples=2, eval_ks=(1, 2),
         )  # fmt: skip
         result = train(cfg, tracking_uri=tracking_uri)
         png = _figure(tmp_path / FIGURE)
-        _log_analysis(STUDY, "eval/avg@4", figures=[png], tables=[], tracking_uri=tracking_uri)
+        log_analysis(STUDY, [png], tracking_uri)
 
         client = MlflowClient(tracking_uri)
         flops_total = client.get_run(result.run_id).data.metrics[METRIC]
@@ -232,7 +233,7 @@ def test_mlflow_ui_shows_experiment_flops_metric_and_figure(
         ui.click_text(analysis_name, f"analysis run {analysis_name!r} in the runs table")
         ui.wait(EC.url_contains(f"/runs/{analysis.info.run_id}"), f"run page of {analysis_name!r}")
         ui.click_text("Artifacts", "the Artifacts tab")
-        ui.click_text("frontier", "the frontier/ folder in the artifact tree")
+        ui.click_text("figures", "the figures/ folder in the artifact tree")
         ui.click_text(FIGURE, f"{FIGURE} in the artifact tree")
         ui.wait(
             lambda d: d.execute_script(

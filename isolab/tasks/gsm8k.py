@@ -2,16 +2,15 @@
 
 Problems come from the hub (``openai/gsm8k``, config ``main``) or from a local folder holding
 ``gsm8k/{train,test}.jsonl`` in the hub's format: ``question`` and ``answer``, a worked solution
-ending in ``#### <number>``. Grading compares numbers (:func:`isolab.grading.gsm8k_equal`).
+ending in ``#### <number>``. Grading compares numbers (:func:`isolab.tasks.grading.gsm8k_equal`).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from isolab.grading import extract_gsm8k_answer, gsm8k_equal
-from isolab.tasks.base import Problem
+from isolab.tasks.base import Problem, read_jsonl
+from isolab.tasks.grading import extract_gsm8k_answer, gsm8k_equal
 
 HUB_ID = "openai/gsm8k"
 SPLITS = ("train", "test")
@@ -35,7 +34,11 @@ def load_problems(
     """
     if split not in SPLITS:
         raise ValueError(f"GSM8K split {split!r} does not exist: use one of {SPLITS}")
-    rows = _hub_rows(split) if data_dir is None else _local_rows(Path(data_dir), split)
+    rows = (
+        _hub_rows(split)
+        if data_dir is None
+        else read_jsonl(data_dir, "gsm8k", split, "GSM8K", HUB_ID)
+    )
     if limit is not None:
         rows = rows[:limit]
     return [
@@ -67,17 +70,6 @@ def verify(completion: str, answer: str) -> bool:
     """Whether the completion's final answer (``####``, else boxed, else last number) equals
     the gold number."""
     return gsm8k_equal(extract_gsm8k_answer(completion), answer)
-
-
-def _local_rows(data_dir: Path, split: str) -> list[dict]:
-    path = data_dir / "gsm8k" / f"{split}.jsonl"
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"no GSM8K {split} file at {path}: point data_dir at the folder that holds "
-            f"`gsm8k/`, or pass data_dir=None to load {HUB_ID} from the hub"
-        )
-    with path.open(encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def _hub_rows(split: str) -> list[dict]:

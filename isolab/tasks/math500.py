@@ -4,16 +4,15 @@ chosen for PRM800K (Lightman et al. 2023, arXiv 2305.20050).
 Problems come from the hub (``HuggingFaceH4/MATH-500``) or from a local folder holding
 ``math500/test.jsonl`` in the hub's format: ``problem``, ``solution``, ``answer``, ``subject``,
 ``level`` (1–5, used as the difficulty) and ``unique_id``. Answers are LaTeX and are graded by
-equivalence (:func:`isolab.grading.math_equal`, math-verify underneath).
+equivalence (:func:`isolab.tasks.grading.math_equal`, math-verify underneath).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from isolab.grading import extract_boxed, math_equal
-from isolab.tasks.base import Problem
+from isolab.tasks.base import Problem, read_jsonl
+from isolab.tasks.grading import extract_boxed, math_equal
 
 HUB_ID = "HuggingFaceH4/MATH-500"
 SPLITS = ("test",)
@@ -37,7 +36,11 @@ def load_problems(
     """
     if split not in SPLITS:
         raise ValueError(f"MATH-500 split {split!r} does not exist: it has only {SPLITS}")
-    rows = _hub_rows(split) if data_dir is None else _local_rows(Path(data_dir), split)
+    rows = (
+        _hub_rows(split)
+        if data_dir is None
+        else read_jsonl(data_dir, "math500", split, "MATH-500", HUB_ID)
+    )
     if limit is not None:
         rows = rows[:limit]
     return [
@@ -75,17 +78,6 @@ def extract_answer(completion: str) -> str | None:
 def verify(completion: str, answer: str) -> bool:
     """Whether the completion's boxed (or ``####``) answer is equivalent to the gold LaTeX."""
     return math_equal(extract_answer(completion), answer)
-
-
-def _local_rows(data_dir: Path, split: str) -> list[dict]:
-    path = data_dir / "math500" / f"{split}.jsonl"
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"no MATH-500 {split} file at {path}: point data_dir at the folder that holds "
-            f"`math500/`, or pass data_dir=None to load {HUB_ID} from the hub"
-        )
-    with path.open(encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def _hub_rows(split: str) -> list[dict]:

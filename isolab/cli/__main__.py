@@ -1,0 +1,5 @@
+"""`python -m isolab.cli`."""
+
+from isolab.cli import main
+
+main()

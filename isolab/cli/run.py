@@ -1,0 +1,205 @@
+"""`isolab train|flops|demo|ui`: one GRPO run, its planned FLOPs, the demo, the MLflow UI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from isolab.cli.common import Overrides, TrackingUri, console, fail, load_config, progress
+from isolab.cli.models import difficulty, models_build
+
+
+def train(
+    config: Annotated[Path, typer.Argument(help="RunConfig YAML.")],
+    tracking_uri: TrackingUri = None,
+    set_: Overrides = None,
+) -> None:
+    """Run one GRPO training run from a YAML config and log it to MLflow."""
+    cfg = load_config(config, set_ or [])
+    try:
+        result = _train_with_progress(cfg, tracking_uri)
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        fail(str(exc))
+    _print_results([(cfg, result)])
+
+
+def _train_with_progress(cfg, tracking_uri):
+    from isolab.rl.train import train as run_train
+
+    with progress() as bar:
+        task = bar.add_task(cfg.run_name, total=cfg.M * cfg.num_iterations, info="")
+
+        def on_step(step: int, metrics: dict) -> None:
+            info = f"ρ {metrics.get('compute/rho', 0):.2f}"
+            if "eval/avg@4" in metrics:
+                info += f" avg@4 {metrics['eval/avg@4']:.3f}"
+            bar.update(task, completed=step, info=info)
+
+        return run_train(cfg, tracking_uri=tracking_uri, on_step=on_step)
+
+
+def _print_results(rows) -> None:
+    """Two compact tables: validation metrics base → final, then the FLOP split and ρ."""
+    evals = Table("run", "avg@4", "best@4", "worst@4", title="validation: base → final")
+    spend = Table(
+        "run",
+        "search",
+        "learning",
+        "reward",
+        "FLOPs",
+        "ρ",
+        "wall s",
+        title="compute (shares of flops/total)",
+    )
+    for cfg, r in rows:
+        cells = [
+            f"{r.base_eval.get(f'eval/{k}@4', float('nan')):.3f} → "
+            f"{r.final_eval.get(f'eval/{k}@4', float('nan')):.3f}"
+            for k in ("avg", "best", "worst")
+        ]
+        evals.add_row(cfg.run_name, *cells)
+        m = r.final_metrics
+        total = m.get("flops/total", 0.0) or 1.0
+        shares = [
+            f"{m.get(f'flops/{k}', 0.0) / total:.0%}" for k in ("search", "learning", "reward")
+        ]
+        spend.add_row(
+            cfg.run_name,
+            *shares,
+            f"{m.get('flops/total', 0):.2e}",
+            f"{m.get('compute/rho', 0):.2f}",
+            f"{r.wall_time_s:.0f}",
+        )
+    console.print(evals)
+    console.print(spend)
+
+
+def flops(
+    config: Annotated[Path, typer.Argument(help="RunConfig YAML.")],
+    prompt_len: Annotated[
+        float | None, typer.Option(help="Expected prompt tokens (default: measured on the task).")
+    ] = None,
+    completion_len: Annotated[
+        float | None,
+        typer.Option(help="Expected completion tokens (default: task's typical length)."),
+    ] = None,
+    set_: Overrides = None,
+) -> None:
+    """Print the planned FLOP breakdown of a run (per step and total, ρ) before spending anything."""
+    from isolab.rl.plan import plan_config
+
+    cfg = load_config(config, set_ or [])
+    try:
+        plan = plan_config(cfg, prompt_len=prompt_len, completion_len=completion_len)
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        fail(str(exc))
+    table = Table("component", "per step", "total", "share", title=f"{cfg.run_name} · M={cfg.M}")
+    total = plan["flops/total"] or 1.0
+    for k in ("search", "learning", "reward", "total"):
+        table.add_row(
+            k,
+            f"{plan[f'flops_step/{k}']:.3e}",
+            f"{plan[f'flops/{k}']:.3e}",
+            f"{plan[f'flops/{k}'] / total:.0%}",
+        )
+    console.print(table)
+    console.print(
+        f"ρ = {plan['compute/rho']:.3f} · rollouts = {cfg.rollouts:,} · "
+        f"lengths: prompt {plan['prompt_len']:.1f}, completion {plan['completion_len']:.1f} tokens"
+    )
+
+
+def ui(
+    tracking_uri: TrackingUri = None,
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 5000,
+) -> None:
+    """Start the MLflow UI on 127.0.0.1 for the isolab store."""
+    from isolab.tracking import artifact_root, resolve_uri
+
+    uri = resolve_uri(tracking_uri)
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "ui",
+        "--backend-store-uri",
+        uri,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+    root = artifact_root(uri)
+    if root:
+        cmd += ["--default-artifact-root", root]
+    console.print(f"MLflow UI on http://127.0.0.1:{port} (store {uri}); Ctrl-C stops it.")
+    try:
+        raise typer.Exit(subprocess.call(cmd))
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None
+
+
+def demo(
+    model: Annotated[str, typer.Option(help="Tiny preset.")] = "tiny-m",
+    steps: Annotated[int, typer.Option(help="Optimizer steps M per run.")] = 150,
+    lr_base: Annotated[float, typer.Option(help="Learning rate at B = 64.")] = 1e-4,
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """Build the tiny model, label difficulty, train an easy and a hard run, print the table."""
+    from isolab import models
+    from isolab.config import RunConfig
+
+    if not models.is_tiny(model):
+        fail(
+            f"--model {model!r}: the demo runs on a tiny preset ({', '.join(models.TINY_PRESETS)})"
+        )
+    console.rule("[bold]1 · base model")
+    models_build(model, force=False)
+    console.rule("[bold]2 · difficulty by avg@16")
+    difficulty(
+        model=model,
+        task="arithmetic",
+        pool_size=4000,
+        k=16,
+        easy="0.3,0.6",
+        hard="0,0.0625",
+        val_fraction=0.25,
+        seed=0,
+        data_dir=None,
+        force=False,
+    )
+    console.rule("[bold]3 · GRPO on the easy and the hard split")
+    rows = []
+    for split in ("easy", "hard"):
+        # every validation problem up to 128, 16 samples each: ≈ 0.012 of evaluation noise
+        cfg = RunConfig(
+            experiment="demo",
+            model=model,
+            split=split,
+            n=8,
+            B_p=8,
+            M=steps,
+            lr_base=lr_base,
+            eval_every=25,
+            eval_problems=128,
+            eval_k_samples=16,
+        )
+        rows.append((cfg, _train_with_progress(cfg, tracking_uri)))
+    console.rule("[bold]4 · results")
+    _print_results(rows)
+    console.print(
+        "FLOP shares are of flops/total; ρ = flops/learning / flops/total (evaluation kept apart)."
+    )
+    console.print(
+        "Browse every metric: [bold]make ui[/] (or `isolab ui`), then open http://127.0.0.1:5000 → experiment 'demo'."
+    )
+
+
+def register(app: typer.Typer) -> None:
+    for command in (train, flops, ui, demo):
+        app.command()(command)

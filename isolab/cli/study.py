@@ -1,0 +1,103 @@
+"""`isolab study list|run`: the notebooks' studies without Jupyter (see `isolab.study`)."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from isolab.cli.common import TrackingUri, console, err, fail
+
+study_app = typer.Typer(
+    help="The curated studies behind the notebooks: list them, run one at a scale.",
+    no_args_is_help=True,
+)
+
+
+@study_app.command("list")
+def list_cmd() -> None:
+    """Every study: its notebook, sweeps, and which scales have specs and committed results."""
+    from isolab import study
+
+    table = Table(title="isolab studies (notebooks/<notebook>.ipynb)")
+    for col in ("study", "notebook", "sweeps", "scales"):
+        table.add_column(col, overflow="fold")
+    for s in study.STUDIES.values():
+        scales = []
+        for scale in study.SCALES:
+            specs = all(study.spec_path(s, scale, w).exists() for w in s.sweeps)
+            if specs:
+                scales.append(f"{scale}{' ✓' if study.has_snapshots(s, scale) else ''}")
+        table.add_row(s.name, s.notebook, ", ".join(s.sweeps), " ".join(scales))
+    console.print(table)
+    console.print(
+        "scales listed have specs under studies/; ✓ = results under runs/<study>/<scale>/,\n"
+        "which `isolab study run` and the notebooks re-plot from without training."
+    )
+
+
+@study_app.command("run")
+def run_cmd(
+    name: Annotated[str, typer.Argument(help="Study name (see `isolab study list`).")],
+    scale: Annotated[
+        str, typer.Option(help="smoke (CI, seconds), cpu (a laptop, minutes), gpu (real LLMs).")
+    ] = "cpu",
+    workers: Annotated[int, typer.Option("--workers", "-k", help="Runs at once.")] = 2,
+    rerun: Annotated[
+        bool,
+        typer.Option(
+            help="Run the sweeps even when a snapshot exists (finished runs are still skipped)."
+        ),
+    ] = False,
+    log: Annotated[
+        bool, typer.Option("--log/--no-log", help="Log figures and tables to MLflow.")
+    ] = True,
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """Run a study's sweeps (or re-plot from its snapshot), analyse them, save the figures.
+
+    Same code path as the study's notebook: sweeps resume (finished points are skipped), the
+    snapshot goes to runs/<study>/<scale>/<sweep>/, figures and findings to
+    runs/<study>/<scale>/.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from isolab import study
+
+    if workers < 1:
+        fail(f"--workers {workers}: must be ≥ 1.")
+    try:
+        s = study.get(name)
+        if scale not in study.SCALES:
+            raise ValueError(f"--scale {scale!r}: choose one of {', '.join(study.SCALES)}.")
+        plan = study.describe(s, scale)
+    except (ValueError, FileNotFoundError) as exc:
+        fail(str(exc))
+        return
+    source = "snapshot" if study.has_snapshots(s, scale) and not rerun else "sweep"
+    console.print(f"[bold]{s.name}[/] ({scale}): {s.title} — from {source}")
+    t0 = time.perf_counter()
+    try:
+        report = study.run(
+            name, scale, workers=workers, rerun=rerun, log=log, tracking_uri=tracking_uri
+        )
+    except RuntimeError as exc:
+        err.print(f"[red]{escape(str(exc))}[/]")
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/]: finished runs are kept; run the same command to resume.")
+        raise typer.Exit(130) from None
+    out = study.output_dir(s, scale)
+    console.print(
+        f"{plan['points'].sum()} points in {plan.height} sweep(s); {time.perf_counter() - t0:.1f} s"
+    )
+    console.print(report.summary_text(), markup=False)
+    console.print(f"figures → {out}/figures/ ({len(report.figures)}), findings → {out}/findings.md")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(study_app, name="study")

@@ -1,0 +1,1 @@
+"""FLOP accounting: pure formulas (`flops`) and the per-step ledger of a run (`ledger`)."""

@@ -1,0 +1,264 @@
+"""The FLOP ledger: per-step and cumulative search / learning / reward compute, and ρ.
+
+``C_total = C_search + C_learning + C_reward`` and the update fraction
+``ρ = C_learning / C_total`` (Wilhelm & Kao, "Where Should RL Post-Training Compute Go?",
+arXiv 2607.13389). The training callback records each step's calls with their exact
+per-sequence token counts; ``end_step`` returns the step's metrics under isolab's names:
+
+- ``flops_step/{search,learning,reward,total}``: this step;
+- ``flops/{search,learning,reward,total}``: cumulative model FLOPs; ``flops/eval`` apart;
+- ``flops_hw/{learning,total}``: cumulative hardware FLOPs (gradient-checkpointing recompute);
+- ``compute/rollouts``, ``compute/tokens`` (prompt + generated tokens of the rollouts),
+  ``compute/rho`` (cumulative), ``compute/rho_step``; ``time/reward_s`` (cumulative).
+
+Search is the generation of rollouts; learning is every policy update pass (forward +
+backward) plus the reference-model forward (β > 0) and the old-policy forward (reused
+rollouts); reward is the reward model's forward. A rule-based reward costs 0 FLOPs: only its
+wall time is logged. FLOPs follow ``isolab.compute.flops`` (matmuls only, verified against
+``torch.utils.flop_counter.FlopCounterMode``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from isolab.compute.flops import forward_flops, generation_flops, reward_model_flops, training_flops
+
+
+@dataclass
+class _Tally:
+    """FLOPs (and counts) of one accounting period: one step, or the whole run."""
+
+    search: int = 0
+    learning: int = 0
+    learning_hw: int = 0
+    reward: int = 0
+    eval: int = 0
+    rollouts: int = 0
+    tokens: int = 0
+    reward_s: float = 0.0
+
+    def add(self, other: _Tally) -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+def _rho(learning: float, total: float) -> float:
+    """Update fraction; 0 before anything was computed (avoids NaN in the first logged point)."""
+    return learning / total if total > 0 else 0.0
+
+
+class FlopLedger:
+    """Accumulates one run's compute, step by step, from exact per-sequence token counts.
+
+    Args:
+        model_config: the policy's ``PretrainedConfig``.
+        lora: the policy's LoRA adapters (``LoraSpec`` or ``peft.LoraConfig``); ``None`` for full
+            fine-tuning. Under LoRA the reference is the base model with adapters disabled.
+        reward_model_config: the reward model's ``PretrainedConfig``; ``None`` for rule-based rewards.
+        gradient_checkpointing: the policy update recomputes block forwards in backward; counted
+            in ``flops_hw/*`` only.
+        lora_merged_for_generation: rollouts and evaluation are generated on merged weights, so
+            the adapters cost nothing there (TRL merges LoRA into the weights it syncs to vLLM;
+            HF ``generate`` on a PEFT model runs them unmerged: leave False).
+    """
+
+    def __init__(
+        self,
+        model_config: Any,
+        *,
+        lora: Any | None = None,
+        reward_model_config: Any | None = None,
+        gradient_checkpointing: bool = False,
+        lora_merged_for_generation: bool = False,
+    ) -> None:
+        self.model_config = model_config
+        self.lora = lora
+        self._generation_lora = None if lora_merged_for_generation else lora
+        self.reward_model_config = reward_model_config
+        self.gradient_checkpointing = gradient_checkpointing
+        self._step = _Tally()
+        self._run = _Tally()
+
+    # ---- search ---------------------------------------------------------------------------
+    def record_generation(self, prompt_lens: Iterable[int], completion_lens: Iterable[int]) -> None:
+        """Rollout generation: prefill + KV-cached decode of each (prompt, completion) pair."""
+        prompt_lens, completion_lens = list(prompt_lens), list(completion_lens)
+        self._step.search += generation_flops(
+            self.model_config, prompt_lens, completion_lens, self._generation_lora
+        )
+        self._step.tokens += sum(int(p) for p in prompt_lens) + sum(int(c) for c in completion_lens)
+
+    # ---- learning -------------------------------------------------------------------------
+    def record_policy_update(
+        self, seq_lens: Iterable[int], logits_lens: Iterable[int] | None = None, passes: int = 1
+    ) -> None:
+        """``passes`` policy forward + backward passes over the sequences (one per update pass).
+
+        ``logits_lens``: LM-head positions per sequence — the completion lengths on CUDA (TRL's
+        fused head scores only them), ``padded row length − 1`` on CPU; see ``isolab.compute.flops``.
+        """
+        if passes < 1:
+            raise ValueError(f"passes = {passes}: record at least one update pass.")
+        seq_lens = list(seq_lens)
+        logits_lens = None if logits_lens is None else list(logits_lens)
+        model = training_flops(self.model_config, seq_lens, logits_lens, self.lora)
+        hw = training_flops(
+            self.model_config,
+            seq_lens,
+            logits_lens,
+            self.lora,
+            gradient_checkpointing=self.gradient_checkpointing,
+        )
+        self._step.learning += passes * model
+        self._step.learning_hw += passes * hw
+
+    def record_reference_forward(
+        self, seq_lens: Iterable[int], logits_lens: Iterable[int] | None = None
+    ) -> None:
+        """Reference-model log-probs (β > 0): a no-grad forward of the base weights, no adapters."""
+        flops = forward_flops(self.model_config, seq_lens, logits_lens)
+        self._step.learning += flops
+        self._step.learning_hw += flops
+
+    def record_old_policy_forward(
+        self, seq_lens: Iterable[int], logits_lens: Iterable[int] | None = None
+    ) -> None:
+        """Old-policy log-probs (rollouts reused over several passes): a no-grad policy forward."""
+        flops = forward_flops(self.model_config, seq_lens, logits_lens, self.lora)
+        self._step.learning += flops
+        self._step.learning_hw += flops
+
+    # ---- reward ---------------------------------------------------------------------------
+    def record_reward_model(self, seq_lens: Iterable[int]) -> None:
+        """Reward-model forward over the scored tokens of each sequence."""
+        if self.reward_model_config is None:
+            raise ValueError(
+                "record_reward_model needs a reward model: pass reward_model_config to FlopLedger "
+                "(rule-based rewards cost 0 FLOPs; log their time with record_reward_time)."
+            )
+        self._step.reward += reward_model_flops(self.reward_model_config, seq_lens)
+
+    def record_reward_time(self, seconds: float) -> None:
+        """Wall time spent computing rewards (any reward system, rule-based included)."""
+        self._step.reward_s += float(seconds)
+
+    # ---- evaluation (kept apart from the total) --------------------------------------------
+    def record_eval(self, prompt_lens: Iterable[int], completion_lens: Iterable[int]) -> None:
+        """Validation generation: counted in ``flops/eval`` only, never in ``flops/total``."""
+        self._run.eval += generation_flops(
+            self.model_config, prompt_lens, completion_lens, self._generation_lora
+        )
+
+    # ---- closing a step -------------------------------------------------------------------
+    def end_step(self, rollouts: int) -> dict[str, float]:
+        """Close the step that generated ``rollouts`` completions and return its metrics."""
+        if rollouts < 0:
+            raise ValueError(f"rollouts = {rollouts}: give the number of completions of this step.")
+        step = self._step
+        step.rollouts = int(rollouts)
+        self._run.add(step)
+        self._step = _Tally()
+        run = self._run
+        step_total = step.search + step.learning + step.reward
+        run_total = run.search + run.learning + run.reward
+        return {
+            "flops_step/search": float(step.search),
+            "flops_step/learning": float(step.learning),
+            "flops_step/reward": float(step.reward),
+            "flops_step/total": float(step_total),
+            "flops/search": float(run.search),
+            "flops/learning": float(run.learning),
+            "flops/reward": float(run.reward),
+            "flops/total": float(run_total),
+            "flops/eval": float(run.eval),
+            "flops_hw/learning": float(run.learning_hw),
+            "flops_hw/total": float(run.search + run.learning_hw + run.reward),
+            "compute/rollouts": float(run.rollouts),
+            "compute/tokens": float(run.tokens),
+            "compute/rho": _rho(run.learning, run_total),
+            "compute/rho_step": _rho(step.learning, step_total),
+            "time/reward_s": run.reward_s,
+        }
+
+    # ---- resuming -------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, float]:
+        """Cumulative totals, to save with a checkpoint (the open step is not included)."""
+        return asdict(self._run)
+
+    def load_state_dict(self, state: dict[str, float]) -> None:
+        """Restore cumulative totals saved by ``state_dict``."""
+        self._run = _Tally(**state)
+
+
+def plan_run(
+    model_config: Any,
+    *,
+    n: int,
+    B_p: int,
+    M: int,
+    prompt_len: int,
+    completion_len: int,
+    beta: float,
+    num_iterations: int,
+    lora: Any | None = None,
+    reward_model_config: Any | None = None,
+    gradient_checkpointing: bool = False,
+    logits_len: int | None = None,
+) -> dict[str, float]:
+    """Planned FLOPs of a GRPO run from expected lengths, under the ledger's names.
+
+    One step generates ``B = B_p · n`` rollouts of ``prompt_len + completion_len`` tokens, scores
+    them with the reward model (if any), computes old-policy log-probs when the rollouts are
+    reused (``num_iterations > 1``, TRL's rule with one gradient-accumulation step),
+    reference log-probs when ``beta > 0``, and runs ``num_iterations`` update passes; the run has
+    ``M`` steps (IsoCompute's ``C = B_p · n · M`` rollouts, arXiv 2603.12151).
+
+    Args:
+        logits_len: LM-head positions per sequence in log-prob passes; default
+            ``completion_len`` (TRL's fused head on CUDA).
+
+    Returns:
+        ``flops_step/*`` (one step), ``flops/*`` and ``flops_hw/*`` (the run), ``compute/rho``,
+        ``compute/rollouts``, ``compute/tokens``, ``steps`` and ``rollouts_per_step``.
+    """
+    for name, value in (("n", n), ("B_p", B_p), ("M", M), ("num_iterations", num_iterations)):
+        if value < 1:
+            raise ValueError(f"{name} = {value}: must be ≥ 1.")
+    if completion_len < 1 or prompt_len < 0:
+        raise ValueError(
+            f"prompt_len = {prompt_len}, completion_len = {completion_len}: need prompt_len ≥ 0 and completion_len ≥ 1."
+        )
+    if beta < 0:
+        raise ValueError(f"beta = {beta}: the KL coefficient is ≥ 0.")
+    B = B_p * n
+    seq = [prompt_len + completion_len] * B
+    logits = [completion_len if logits_len is None else logits_len] * B
+    ledger = FlopLedger(
+        model_config,
+        lora=lora,
+        reward_model_config=reward_model_config,
+        gradient_checkpointing=gradient_checkpointing,
+    )
+    ledger.record_generation([prompt_len] * B, [completion_len] * B)
+    if reward_model_config is not None:
+        ledger.record_reward_model(seq)
+    if num_iterations > 1:
+        ledger.record_old_policy_forward(seq, logits)
+    if beta > 0:
+        ledger.record_reference_forward(seq, logits)
+    ledger.record_policy_update(seq, logits, passes=num_iterations)
+    step = ledger.end_step(rollouts=B)
+    plan = {k: v for k, v in step.items() if k.startswith("flops_step/")}
+    for key in ("search", "learning", "reward", "total"):
+        plan[f"flops/{key}"] = M * step[f"flops_step/{key}"]
+    plan["flops_hw/learning"] = M * step["flops_hw/learning"]
+    plan["flops_hw/total"] = M * step["flops_hw/total"]
+    plan["compute/rho"] = step["compute/rho_step"]
+    plan["compute/rollouts"] = float(B * M)
+    plan["compute/tokens"] = M * step["compute/tokens"]
+    plan["steps"] = float(M)
+    plan["rollouts_per_step"] = float(B)
+    return plan

@@ -1,0 +1,60 @@
+"""Frontier analysis: from a table of runs to the papers' allocation prescriptions.
+
+Pure functions, DataFrames in and DataFrames (or small frozen dataclasses) out; no I/O, no plots.
+Inputs may be polars or pandas frames in the layout of `isolab.tracking.runs.load_runs`; outputs
+are polars. One module per subject:
+
+- `fit`: ScaleRL's sigmoid ``R(C) = R0 + (A − R0) / (1 + (C_mid / C)^B)`` (Khatri et al., arXiv
+  2510.13786), multi-start, bootstrap intervals (after Epoch AI's `analyzing-chinchilla`);
+- `envelope`: the frontier ``f(C) = max_{j: C_j ≤ C} R_j`` and its record-breaking points;
+- `nstar`: per-n fits → upper envelope → running-average ``n*(C)`` → a sigmoid of ``log n*``
+  against ``log C`` (IsoCompute Playbook, Cheng et al., arXiv 2603.12151);
+- `effects`: n*(C) under avg@k, best@k and worst@k; `tradeoff`: n vs B_p at a fixed batch;
+- `rho`: ρ = C_learning / C_total per reward system at equal FLOPs and the RACE pilot
+  (Wilhelm & Kao, arXiv 2607.13389); `recommend`: the allocation at a budget;
+- `frames`: the shared column vocabulary and checks.
+"""
+
+from isolab.frontier.effects import MetricEffect, metric_effect
+from isolab.frontier.envelope import frontier, record_points
+from isolab.frontier.fit import SigmoidFit, fit_sigmoid, sigmoid
+from isolab.frontier.frames import (
+    CONFIG_COLUMNS,
+    DEFAULT_METRICS,
+    DEFAULT_X,
+    DEFAULT_Y,
+    SETTING_COLUMNS,
+    Status,
+)
+from isolab.frontier.nstar import NStarResult, optimal_n
+from isolab.frontier.recommend import Recommendation, recommend
+from isolab.frontier.rho import RaceResult, RhoFrontier, isoflop_band, race, regime, rho_frontier
+from isolab.frontier.tradeoff import TradeoffResult, tradeoff_fixed_batch
+
+__all__ = [
+    "CONFIG_COLUMNS",
+    "DEFAULT_METRICS",
+    "DEFAULT_X",
+    "DEFAULT_Y",
+    "SETTING_COLUMNS",
+    "MetricEffect",
+    "NStarResult",
+    "RaceResult",
+    "Recommendation",
+    "RhoFrontier",
+    "SigmoidFit",
+    "Status",
+    "TradeoffResult",
+    "fit_sigmoid",
+    "frontier",
+    "isoflop_band",
+    "metric_effect",
+    "optimal_n",
+    "race",
+    "record_points",
+    "recommend",
+    "regime",
+    "rho_frontier",
+    "sigmoid",
+    "tradeoff_fixed_batch",
+]

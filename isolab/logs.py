@@ -1,0 +1,32 @@
+"""Quiet libraries: keep the terminal (and a notebook's output) for isolab's own progress."""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+
+
+def quiet_libraries() -> None:
+    """No per-load progress bars, deprecation chatter or INFO lines from MLflow, transformers,
+    TRL or datasets; isolab's own logging is untouched. Safe to call more than once."""
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning, module="trl")
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # read when mlflow is imported
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")  # one line per run
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+
+
+def configure(level: str | None = None) -> None:
+    """Logging for a command-line entry point: `$ISOLAB_LOG` (default WARNING), libraries quiet."""
+    logging.basicConfig(level=level or os.environ.get("ISOLAB_LOG", "WARNING"))
+    quiet_libraries()

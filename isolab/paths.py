@@ -1,0 +1,57 @@
+"""Where isolab keeps things: the project's `runs/` (store, artifacts, caches, results) and the
+sweep specs. Every other module asks here; none builds these paths itself."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_REPO = Path(__file__).resolve().parents[1]
+
+
+def runs_dir() -> Path:
+    """isolab's working folder (store, artifacts, caches, results): `$ISOLAB_RUNS` if set, else
+    the `runs/` folder of the nearest project at or above the current folder (so that a notebook
+    running in `notebooks/` shares the project's store), else `./runs`. A project is a folder
+    with `runs/` that is isolab's (it holds `mlflow.db` or `cache/`) or sits in a project root
+    (`pyproject.toml` or `.git` beside it): a stray `~/runs` of another tool is not taken."""
+    if os.environ.get("ISOLAB_RUNS"):
+        return Path(os.environ["ISOLAB_RUNS"])
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        runs = folder / "runs"
+        if runs.is_dir() and (
+            (runs / "mlflow.db").exists()
+            or (runs / "cache").is_dir()
+            or (folder / "pyproject.toml").exists()
+            or (folder / ".git").exists()
+        ):
+            return runs
+    return Path("runs")
+
+
+def default_db() -> Path:
+    """The default SQLite store: `runs/mlflow.db` (see `runs_dir`)."""
+    return runs_dir() / "mlflow.db"
+
+
+def cache_root() -> Path:
+    """Where isolab caches models and difficulty labels: `$ISOLAB_CACHE` or `runs/cache`."""
+    if os.environ.get("ISOLAB_CACHE"):
+        return Path(os.environ["ISOLAB_CACHE"])
+    return runs_dir() / "cache"
+
+
+def studies_dir() -> Path:
+    """Where the curated sweep specs live: `$ISOLAB_STUDIES_DIR`, else the repo's `studies/`."""
+    return Path(os.environ.get("ISOLAB_STUDIES_DIR") or _REPO / "studies")
+
+
+def results_root() -> Path:
+    """Where study snapshots and figures go: `$ISOLAB_RESULTS_DIR`, else the project's `runs/`."""
+    return Path(os.environ.get("ISOLAB_RESULTS_DIR") or runs_dir())
+
+
+def presets_dir() -> Path:
+    """The base models shipped inside the package (`isolab/presets/<name>/`)."""
+    return Path(__file__).resolve().parent / "presets"

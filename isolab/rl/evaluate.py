@@ -1,0 +1,49 @@
+"""Evaluation during a run: every `eval_k_samples` completions per validation problem at the
+chosen steps (or compute checkpoints), avg@k / best@k / worst@k, and the per-problem counts."""
+
+from __future__ import annotations
+
+from isolab.compute.ledger import FlopLedger
+from isolab.config import RunConfig
+from isolab.metrics import metrics_from_counts
+from isolab.models.sampling import sample_and_grade
+from isolab.tasks import Task
+from isolab.tasks.base import as_text
+
+
+class Evaluator:
+    """Samples `eval_k_samples` completions per validation problem and logs avg/best/worst@k."""
+
+    def __init__(self, cfg: RunConfig, task: Task, problems, tokenizer, ledger: FlopLedger):
+        self.cfg, self.task, self.tok, self.ledger = cfg, task, tokenizer, ledger
+        self.prompts = [as_text(task.prompt(p), tokenizer) for p in problems]
+        self.answers = [p.answer for p in problems]
+        self.ids = [p.id for p in problems]
+        self.history: dict[int, list[int]] = {}
+        checkpoints = cfg.eval_at_rollouts or ()
+        self.pending = sorted(set(checkpoints))
+
+    def due(self, step: int, rollouts: int, last_step: bool) -> bool:
+        if self.cfg.eval_at_rollouts:
+            hit = [c for c in self.pending if c <= rollouts]
+            self.pending = [c for c in self.pending if c > rollouts]
+            return bool(hit) or last_step
+        if last_step or step == 0:
+            return True
+        return self.cfg.eval_every > 0 and step % self.cfg.eval_every == 0
+
+    def __call__(self, model, step: int, max_new_tokens: int) -> dict[str, float]:
+        result = sample_and_grade(
+            model,
+            self.tok,
+            self.prompts,
+            self.answers,
+            self.task.verify,
+            n_samples=self.cfg.eval_k_samples,
+            temperature=self.cfg.temperature,
+            max_new_tokens=max_new_tokens,
+            seed=self.cfg.seed * 100_003 + step,
+        )
+        self.ledger.record_eval(result.prompt_lens, result.completion_lens)
+        self.history[step] = result.counts.tolist()
+        return metrics_from_counts(result.counts, self.cfg.eval_k_samples, self.cfg.eval_ks)

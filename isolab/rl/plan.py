@@ -1,0 +1,98 @@
+"""Planned compute of a run from its config, before anything is spent.
+
+Expected lengths come from the task: the mean tokenized prompt of a sample of problems, and
+for completions the raw arithmetic target (answer digits + EOS) or, for chat tasks, the cap
+`max_completion_tokens` (an upper bound: instruct LMs usually stop earlier).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from isolab import models
+from isolab.compute.flops import LoraSpec
+from isolab.compute.ledger import plan_run
+from isolab.config import RunConfig
+from isolab.tasks import arithmetic
+
+
+def model_config(name: str):
+    """The transformers config of a model without building or loading its weights if possible."""
+    if models.is_tiny(name):
+        spec = models.TINY_PRESETS[name]
+        return models.tiny_model_config(spec, len(models.build_char_tokenizer()))
+    from transformers import AutoConfig
+
+    path = models.model_dir(name) if name in models.REAL_PRESETS else name
+    if name in models.REAL_PRESETS and not (path / "config.json").exists():
+        path = models.build(name)
+    return AutoConfig.from_pretrained(path)
+
+
+@functools.cache
+def expected_lengths(
+    model: str, task: str, max_completion_tokens: int, data_dir: str | None = None
+) -> tuple[float, float]:
+    """(mean prompt tokens, mean completion tokens) of a task for a model: prompts measured on
+    200 training problems (from `data_dir`, else the hub); completions at their cap."""
+    if models.is_tiny(model):
+        if task != "arithmetic":
+            raise ValueError(f"tiny models only run the arithmetic task, not {task!r}")
+        problems = arithmetic.generate_problems(500, seed=12345)
+        prompt = np.mean([len(arithmetic.raw_prompt(p)) for p in problems])
+        completion = np.mean([len(arithmetic.raw_target(p)) + 1 for p in problems])
+        return float(prompt), float(min(completion, max_completion_tokens))
+    from transformers import AutoTokenizer
+
+    from isolab.tasks import get_task
+
+    path = models.build(model) if model in models.REAL_PRESETS else model
+    tok = AutoTokenizer.from_pretrained(path)
+    t = get_task(task, "chat")
+    try:
+        sample = t.problems(split="train", limit=200, data_dir=data_dir)
+    except Exception as exc:  # a missing file, no network: many types, one fix
+        raise ValueError(
+            f"give --prompt-len for task {task!r}, or a data_dir: measuring the prompt length "
+            f"needs the data set ({exc})"
+        ) from exc
+    lens = [len(tok.apply_chat_template(t.prompt(p), add_generation_prompt=True)) for p in sample]
+    return float(np.mean(lens)), float(max_completion_tokens)
+
+
+def plan_config(
+    cfg: RunConfig, prompt_len: float | None = None, completion_len: float | None = None
+) -> dict[str, Any]:
+    """The ledger's plan for `cfg`: per-step and total FLOPs of each component, and ρ."""
+    from isolab.models.reward_models import reward_model_config_for
+
+    if prompt_len is None or completion_len is None:
+        p, c = expected_lengths(cfg.model, cfg.task, cfg.max_completion_tokens, cfg.data_dir)
+        prompt_len = p if prompt_len is None else prompt_len
+        completion_len = c if completion_len is None else completion_len
+    plan = plan_run(
+        model_config(cfg.model),
+        n=cfg.n,
+        B_p=cfg.B_p,
+        M=cfg.M,
+        prompt_len=prompt_len,
+        completion_len=completion_len,
+        beta=cfg.resolved_beta,
+        num_iterations=cfg.num_iterations,
+        lora=lora_spec(cfg),
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        reward_model_config=reward_model_config_for(cfg),
+    )
+    return {**plan, "prompt_len": prompt_len, "completion_len": completion_len}
+
+
+#: Modules LoRA adapts (attention projections), in the ledger's plan and in the run.
+LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+def lora_spec(cfg: RunConfig) -> LoraSpec | None:
+    """The LoRA the ledger counts for a run (None: full fine-tuning)."""
+    return LoraSpec(r=cfg.lora_rank, target_modules=LORA_TARGETS) if cfg.lora_rank else None

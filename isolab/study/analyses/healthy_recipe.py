@@ -1,0 +1,64 @@
+"""01 · The healthy recipe: KL + entropy on or off per split, and LR scaling with the batch."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from isolab import plots
+from isolab.study import summaries
+from isolab.study.analyses.report import Report, X, Y, add_noise, figure_row, fmt, splits_of
+from isolab.verdicts import claims
+
+
+def healthy_recipe(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
+    """KL + entropy on/off per split; final reward against B per LR-scaling rule."""
+    rep = Report("healthy-recipe", scale)
+    reg, lr = data["regularisers"], data["lr-scaling"]
+
+    fin = summaries.final(reg, ["split", "recipe"], Y)
+    rep.tables["regularisers"] = fin
+    splits = splits_of(reg)
+    fig, axes = figure_row(len(splits))
+    for ax, split in zip(axes, splits, strict=True):
+        ax.set_xscale("log")
+        cur = summaries.curves(reg.filter(pl.col("split") == split), ["recipe"], X, Y)
+        plots.plot_curves(cur, ax, x=X, y=Y, by="recipe")
+        ax.set_title(f"{split} split: KL + entropy on (kl_entropy) or off (none)", fontsize="small")
+    rep.figures["regularisers"] = plots.tidy(fig)
+
+    for split in splits:
+        rows = {r["recipe"]: r for r in fin.filter(pl.col("split") == split).iter_rows(named=True)}
+        on, off = rows.get("kl_entropy"), rows.get("none")
+        if on is None or off is None:
+            continue
+        rep.findings[f"regularisers_{split}"] = {"on": on, "off": off}
+        rep.summary.append(
+            f"{split.capitalize()} split: with KL + entropy avg@4 goes {fmt(on['base'])} → "
+            f"{fmt(on['final'])} (±{fmt(on['final_std'])} over {on['n_seeds']} seeds), without "
+            f"{fmt(off['base'])} → {fmt(off['final'])} (±{fmt(off['final_std'])})."
+        )
+    add_noise(rep, reg)
+
+    fin_lr = summaries.final(lr, ["lr_scaling", "B"], Y)
+    rep.tables["lr_scaling"] = fin_lr
+    fig, axes = figure_row(1)
+    axes[0].set_xscale("log", base=2)
+    plots.plot_final(fin_lr, axes[0], x="B", by="lr_scaling", y_label="final avg@4")
+    B_base = int(lr["B_base"][0]) if "B_base" in lr.columns else 64
+    axes[0].axvline(B_base, color="0.6", ls=":", lw=1)
+    axes[0].set_title(f"η = η_base·f(B / B_base), B_base = {B_base} (dotted)", fontsize="small")
+    rep.figures["lr_scaling"] = plots.tidy(fig)
+    means = (
+        fin_lr.filter(pl.col("B") != B_base)
+        .group_by("lr_scaling")
+        .agg(pl.col("final").mean())
+        .sort("final", descending=True)
+    )
+    rep.findings["lr_scaling"] = dict(zip(means["lr_scaling"], means["final"], strict=True))
+    listing = ", ".join(f"{r} {fmt(v)}" for r, v in means.select("lr_scaling", "final").rows())
+    rep.summary.append(
+        f"LR scaling, final avg@4 averaged over the batches B ≠ {B_base} where the rules differ: "
+        f"{listing}."
+    )
+    rep.add_verdicts(claims.evaluate("healthy-recipe", data))
+    return rep

@@ -1,0 +1,297 @@
+"""A study end to end: `collect` each sweep's runs table (from its snapshot, or by running the
+sweep resumably and snapshotting it), `analyse` it, `save` figures, tables and findings; `run`
+does all three, as the notebooks and `isolab study run` do."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from isolab.study.analyses import Report
+from isolab.study.registry import (
+    Study,
+    check_scale,
+    get,
+    load_spec,
+    output_dir,
+    snapshot_dir,
+    spec_path,
+)
+from isolab.sweep import SweepPlan, plan_sweep, split_sizes
+from isolab.tracking.runs import digest_mismatches
+
+logger = logging.getLogger(__name__)
+
+
+def collect(
+    study: Study | str,
+    scale: str,
+    *,
+    workers: int = 2,
+    rerun: bool = False,
+    tracking_uri: str | None = None,
+    progress: bool = True,
+) -> dict[str, pl.DataFrame]:
+    """Each sweep's runs table: from its snapshot, or by running the sweep and snapshotting it.
+
+    Args:
+        study: the study or its name.
+        scale: `smoke`, `cpu` or `gpu`.
+        workers: runs at once (local worker processes) when a sweep must run; 1 runs them one
+            after another in this process, which saves the workers' start-up (tens of seconds)
+            on small sweeps.
+        rerun: run the sweeps even where a snapshot exists (the runner still skips points
+            already FINISHED in the store), then rewrite the snapshots.
+        tracking_uri: MLflow store (default `$MLFLOW_TRACKING_URI`, else runs/mlflow.db).
+        progress: show a progress bar while sweeps run.
+
+    Raises:
+        RuntimeError: when a sweep leaves failed points (their errors are in the message) or
+            is interrupted; finished runs are kept, so calling again resumes.
+    """
+    from isolab.tracking.runs import (
+        export_runs,
+        is_snapshot,
+        load_runs,
+        read_snapshot_meta,
+    )
+
+    study = get(study) if isinstance(study, str) else study
+    check_scale(scale)
+    out: dict[str, pl.DataFrame] = {}
+    for sweep in study.sweeps:
+        snap = snapshot_dir(study, scale, sweep)
+        if is_snapshot(snap) and not rerun:
+            out[sweep] = load_runs(snap)
+            _check_snapshot(snap, read_snapshot_meta(snap), study, scale, sweep)
+            for sentence in digest_mismatches(out[sweep]):  # the report states it too
+                logger.info("%s: %s", snap, sentence)
+            continue
+        spec = load_spec(study, scale, sweep)
+        plan = plan_sweep(spec, split_sizes(spec))
+        _run_sweep(plan, workers, tracking_uri, progress)
+        keys = sorted(p.run_key for p in plan.points)
+        # only this spec's points: runs of an earlier version of the spec stay out
+        df = load_runs(spec.name, tracking_uri=tracking_uri).filter(pl.col("run_key").is_in(keys))
+        export_runs(df, snap, experiment=spec.name, extra_meta={"run_keys": keys})
+        out[sweep] = df
+    return out
+
+
+def _check_snapshot(snap: Path, meta: dict, study: Study, scale: str, sweep: str) -> None:
+    """Warn when a snapshot was made from other points than the spec now plans (an edited
+    spec): the analysis then shows the snapshot's runs, and `rerun=True` runs the missing ones."""
+    saved = set(meta.get("run_keys") or [])
+    if not saved:
+        return
+    try:
+        spec = load_spec(study, scale, sweep)
+        planned = {p.run_key for p in plan_sweep(spec, split_sizes(spec)).points}
+    except (OSError, ValueError) as exc:  # a spec that cannot be planned here (gpu, offline)
+        logger.info("cannot check %s against its spec: %s", snap, exc)
+        return
+    if planned != saved:
+        logger.warning(
+            "%s holds %d runs the spec %s no longer plans and lacks %d it plans: showing the "
+            "snapshot; pass rerun=True (isolab study run --rerun) to run the missing points",
+            snap,
+            len(saved - planned),
+            spec_path(study, scale, sweep),
+            len(planned - saved),
+        )
+
+
+def _run_sweep(plan: SweepPlan, workers: int, tracking_uri: str | None, progress: bool) -> None:
+    from isolab import sweep
+
+    todo, state = sweep.pending(plan, tracking_uri)
+    logger.info(
+        "%s: %d points, %d finished (skipped), %d to run",
+        plan.spec.name,
+        len(plan.points),
+        len(state.finished),
+        len(todo),
+    )
+    if not todo:
+        return
+    if workers == 1:  # runs in this process: keep its output to the progress bar
+        from isolab.logs import quiet_libraries
+
+        quiet_libraries()
+    bar = None
+    if progress:
+        from tqdm.std import tqdm  # text: it reads the same in a terminal and a saved notebook
+
+        est = sum(p.est_wall_s for p in todo) / max(1, workers)
+        eta = f"{est / 60:.0f} min" if est >= 90 else f"{est:.0f} s"
+        bar = tqdm(
+            total=len(todo),
+            desc=f"{plan.spec.name} (est. {eta})",
+            unit="run",
+        )
+
+    def on_result(outcome: Any, point: Any) -> None:
+        if bar is not None:
+            value = "—" if math.isnan(outcome.metric) else f"{outcome.metric:.3f}"
+            bar.set_postfix_str(f"{outcome.run_name} {outcome.status} {value}")
+            bar.update(1)
+
+    try:
+        # one worker on CPU: in this process. On GPUs keep process isolation: several
+        # generation engines in one process do not reliably free GPU memory between runs.
+        inline = workers == 1 and plan.spec.resources.gpus_per_run == 0
+        backend = "inline" if inline else "local"
+        outcomes, interrupted = sweep.execute(
+            todo, plan, tracking_uri, workers=workers, backend=backend, on_result=on_result
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    failed = [o for o in outcomes if o.status != "FINISHED"]
+    if interrupted or failed:
+        what = "interrupted" if interrupted else f"{len(failed)} run(s) failed"
+        errors = "; ".join(f"{o.run_name}: {o.error or o.status}" for o in failed[:5])
+        raise RuntimeError(
+            f"sweep {plan.spec.name} {what} ({errors}). Finished runs are kept in the store: "
+            "call again to resume the remaining points."
+        )
+
+
+def analyse(study: Study | str, data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
+    """The study's analysis (`isolab.study.analyses.<study.analysis>`) over its runs tables."""
+    from isolab.study import analyses
+
+    study = get(study) if isinstance(study, str) else study
+    fn: Callable[..., Report] = getattr(analyses, study.analysis)
+    report = fn(data, scale=scale)
+    # results tie to their base weights: say so when these runs came from other ones
+    notes = sorted({f"Base model — {s}." for df in data.values() for s in digest_mismatches(df)})
+    report.summary[:0] = notes
+    report.findings["base_model_notes"] = notes
+    return report
+
+
+def save(
+    study: Study | str,
+    scale: str,
+    report: Report,
+    *,
+    log: bool = True,
+    tracking_uri: str | None = None,
+) -> Path:
+    """Write the report under `runs/<study>/<scale>/` and log it to MLflow as the analysis run
+    of experiment `<study>/<scale>` (see `save_report`). Returns the folder."""
+    study = get(study) if isinstance(study, str) else study
+    experiment = f"{study.name}/{scale}" if log else None
+    return save_report(report, output_dir(study, scale), experiment, tracking_uri)
+
+
+def save_report(
+    report: Report,
+    out: Path,
+    experiment: str | None = None,
+    tracking_uri: str | None = None,
+) -> Path:
+    """Write a report's figures (`figures/*.png`), tables (CSV) and findings (JSON, Markdown)
+    into `out`; with `experiment`, also log them as an `analysis` run of that experiment."""
+    figs = out / "figures"
+    figs.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, fig in report.figures.items():
+        path = figs / f"{name}.png"
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+        paths.append(path)
+    for name, table in report.tables.items():
+        path = out / f"{name}.csv"
+        _csv_safe(table).write_csv(path)
+        paths.append(path)
+    (out / "findings.json").write_text(
+        json.dumps(_finite(report.findings), indent=2, default=_json_default, allow_nan=False)
+        + "\n"
+    )
+    (out / "findings.md").write_text(report.markdown())
+    paths += [out / "findings.json", out / "findings.md"]
+    if experiment is not None:
+        log_analysis(experiment, paths, tracking_uri)
+    return out
+
+
+def _csv_safe(df: pl.DataFrame) -> pl.DataFrame:
+    """CSV cannot hold nested columns: write lists as text."""
+    return df.with_columns(
+        [
+            pl.col(c).cast(pl.List(pl.Utf8)).list.join(",")
+            for c, t in df.schema.items()
+            if t == pl.List
+        ]
+    )
+
+
+def _finite(value: Any) -> Any:
+    """NaN and ±inf → None, recursively (JSON has no NaN; strict parsers reject it)."""
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, str):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)
+
+
+def log_analysis(experiment: str, paths: list[Path], tracking_uri: str | None = None) -> None:
+    """Files as the artifacts of an `analysis` run of `experiment`: PNGs under figures/, the
+    rest under tables/."""
+    from mlflow.tracking import MlflowClient
+
+    from isolab import tracking
+    from isolab.tracking.runs import KIND_TAG
+
+    uri = tracking.resolve_uri(tracking_uri)
+    client = MlflowClient(tracking_uri=uri)
+    run = client.create_run(
+        tracking.experiment_id(experiment, uri), run_name="analysis", tags={KIND_TAG: "analysis"}
+    )
+    try:
+        for path in paths:
+            sub = "figures" if path.suffix == ".png" else "tables"
+            client.log_artifact(run.info.run_id, str(path), artifact_path=sub)
+        client.set_terminated(run.info.run_id, status="FINISHED")
+    except Exception:
+        client.set_terminated(run.info.run_id, status="FAILED")
+        raise
+
+
+def run(
+    name: str,
+    scale: str = "cpu",
+    *,
+    workers: int = 2,
+    rerun: bool = False,
+    log: bool = True,
+    tracking_uri: str | None = None,
+    progress: bool = True,
+) -> Report:
+    """`collect` + `analyse` + `save`: the whole study, as the notebook runs it."""
+    study = get(name)
+    data = collect(
+        study, scale, workers=workers, rerun=rerun, tracking_uri=tracking_uri, progress=progress
+    )
+    report = analyse(study, data, scale=scale)
+    save(study, scale, report, log=log, tracking_uri=tracking_uri)
+    return report

@@ -1,0 +1,192 @@
+"""The six curated studies (one per notebook), their sweeps at each scale, and where their
+specs, snapshots and results live."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from isolab.paths import results_root, studies_dir
+from isolab.sweep import SweepPlan, SweepSpec, plan_sweep, split_sizes
+
+SCALES = ("smoke", "cpu", "gpu")
+
+
+@dataclass(frozen=True)
+class Study:
+    """One curated study (one notebook).
+
+    Attributes:
+        name: the study's name (`isolab study run NAME`), also its folder under `studies/`.
+        notebook: the notebook that presents it (`notebooks/<notebook>.ipynb`).
+        title: one line.
+        question: what it answers, and what the papers found.
+        sweeps: the sweeps it analyses, by name (`studies/<source>/<scale>/<sweep>.yaml`).
+        source: the study whose sweeps are read (its own name unless it re-analyses another's
+            runs, as `bestk-worstk` does with `nstar`).
+        analysis: name of the function in `isolab.study.analyses` that turns the runs into a report.
+    """
+
+    name: str
+    notebook: str
+    title: str
+    question: str
+    sweeps: tuple[str, ...]
+    analysis: str
+    source: str = ""
+
+    @property
+    def data_study(self) -> str:
+        return self.source or self.name
+
+
+STUDIES: dict[str, Study] = {
+    s.name: s
+    for s in (
+        Study(
+            "healthy-recipe",
+            "01_healthy_recipe",
+            "The healthy GRPO recipe: regularisers per split, LR scaling with the batch",
+            "KL + entropy losses on or off on Easy and Hard problems, and whether the learning "
+            "rate should stay constant or grow as sqrt(B) or B. The IsoCompute Playbook keeps "
+            "KL + entropy on Easy sets, drops them on Hard sets, and picks sqrt scaling.",
+            ("regularisers", "lr-scaling"),
+            "healthy_recipe",
+        ),
+        Study(
+            "nstar",
+            "02_nstar_vs_compute",
+            "n*(C): the compute-optimal rollouts per problem, and where it saturates",
+            "The frontier of reward against compute over n × B_p grids at equal rollouts, its "
+            "record-breaking points, and n*(C) with a fitted saturation on Easy and Hard splits "
+            "(`main`), with longer Easy runs at 4× the compute (`long`). The Playbook finds n* "
+            "grows with C and saturates higher on Easy (≈512) than on Hard (≈128) for "
+            "Qwen2.5-7B.",
+            ("main", "long"),
+            "nstar",
+        ),
+        Study(
+            "n-vs-bp",
+            "03_n_vs_Bp_fixed_batch",
+            "More rollouts or more problems at a fixed batch B = B_p·n",
+            "At fixed B every split costs the same per step. The Playbook finds (Easy) that few "
+            "steps favour more problems (large B_p) and many steps favour more rollouts (large "
+            "n); on Hard the best n is non-monotone in M.",
+            ("main",),
+            "n_vs_bp",
+        ),
+        Study(
+            "bestk-worstk",
+            "04_bestk_worstk",
+            "How the metric (avg@4, best@4, worst@4) moves n*",
+            "n*(C) under coverage (best@4) and sharpening (worst@4). The Playbook finds that on "
+            "Easy sets a larger n mainly lifts worst@k, on Hard sets best@k. Re-analyses the "
+            "runs of `nstar`.",
+            ("main", "long"),
+            "bestk_worstk",
+            source="nstar",
+        ),
+        Study(
+            "reward-rho",
+            "05_reward_rho_race",
+            "Reward systems and the update fraction ρ at equal FLOPs; the RACE pilot",
+            "Reward against ρ = C_learning / C_total per reward system, ρ* per system, and "
+            "whether a cheap pilot grid calls the same regime as the full grid. Wilhelm & Kao "
+            "find ρ* ≈ 0.72 for rule-based rewards, ≈ 0.44 for PRM-style ones, and a "
+            "same-regime rate of 1.0 for RACE.",
+            ("full", "pilot"),
+            "reward_rho",
+        ),
+        Study(
+            "model-size",
+            "06_model_size",
+            "Model size at equal FLOPs",
+            "tiny-s, tiny-m and tiny-l trained with the same FLOP budget: a bigger model buys "
+            "fewer rollouts and fewer updates. Does it still win? Wilhelm & Kao find the best "
+            "allocation depends on model size.",
+            ("main",),
+            "model_size",
+        ),
+    )
+}
+
+
+def get(name: str) -> Study:
+    """The study `name`, or a ValueError listing the studies."""
+    if name not in STUDIES:
+        raise ValueError(f"study {name!r} unknown; choose one of: {', '.join(STUDIES)}.")
+    return STUDIES[name]
+
+
+def check_scale(scale: str) -> None:
+    if scale not in SCALES:
+        raise ValueError(f"scale = {scale!r}: choose one of {', '.join(SCALES)}.")
+
+
+def spec_path(study: Study, scale: str, sweep: str) -> Path:
+    return studies_dir() / study.data_study / scale / f"{sweep}.yaml"
+
+
+def snapshot_dir(study: Study, scale: str, sweep: str) -> Path:
+    """`runs/<data study>/<scale>/<sweep>/`: the parquet snapshot of one sweep."""
+    return results_root() / study.data_study / scale / sweep
+
+
+def output_dir(study: Study, scale: str) -> Path:
+    """`runs/<study>/<scale>/`: the study's figures, tables and findings."""
+    return results_root() / study.name / scale
+
+
+def load_spec(study: Study, scale: str, sweep: str) -> SweepSpec:
+    """One sweep's spec at a scale (a missing file says which to write)."""
+    check_scale(scale)
+    path = spec_path(study, scale, sweep)
+    if not path.exists():
+        have = sorted(p.name for p in path.parent.parent.glob("*") if p.is_dir())
+        raise FileNotFoundError(
+            f"no {scale}-scale spec for study {study.name!r}: {path} is missing "
+            f"(scales with specs: {', '.join(have) or 'none'})."
+        )
+    return SweepSpec.from_yaml(path)
+
+
+def load_specs(study: Study, scale: str) -> dict[str, SweepSpec]:
+    """The sweep specs of a study at a scale."""
+    return {sweep: load_spec(study, scale, sweep) for sweep in study.sweeps}
+
+
+def plans(study: Study, scale: str) -> dict[str, SweepPlan]:
+    return {k: plan_sweep(s, split_sizes(s)) for k, s in load_specs(study, scale).items()}
+
+
+def has_snapshots(study: Study, scale: str) -> bool:
+    from isolab.tracking.runs import is_snapshot
+
+    return all(is_snapshot(snapshot_dir(study, scale, s)) for s in study.sweeps)
+
+
+def describe(study: Study, scale: str) -> pl.DataFrame:
+    """One row per sweep: its spec, points, budget, estimated wall time, snapshot present."""
+    from isolab.tracking.runs import is_snapshot
+
+    rows = []
+    for sweep, plan in plans(study, scale).items():
+        spec = plan.spec
+        budget = (
+            f"{spec.budget_rollouts:,} rollouts"
+            if spec.budget_rollouts is not None
+            else f"{spec.budget_flops:.3g} FLOPs"
+        )
+        rows.append(
+            {
+                "sweep": sweep,
+                "experiment": spec.name,
+                "points": len(plan.points),
+                "budget": budget,
+                "est_serial_min": round(plan.est_wall_s / 60, 1),
+                "snapshot": is_snapshot(snapshot_dir(study, scale, sweep)),
+            }
+        )
+    return pl.DataFrame(rows)

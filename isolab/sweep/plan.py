@@ -1,0 +1,245 @@
+"""The iso-compute planner: a sweep spec → the grid of runs at equal compute.
+
+Every grid point gets the same budget, in rollouts (IsoCompute, ``C = B_p · n · M``,
+arXiv 2603.12151) or in FLOPs (IsoFLOP, through the ledger's plan; Wilhelm & Kao, arXiv
+2607.13389). The budget fixes each point's number of steps M; points that cannot spend it (a
+batch over the cap, a budget below one step, n not dividing B…) are dropped with their reason.
+Every run is evaluated at the same compute: checkpoints geometric in C up to the budget.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from isolab.config import RunConfig
+from isolab.rl import difficulty
+from isolab.rl.plan import plan_config
+from isolab.sweep.spec import SpecError, SweepSpec, Timing
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One run of the sweep: its config (M and checkpoints filled in) and its planned cost.
+
+    Attributes:
+        config: the run's `RunConfig` (`run_key` identifies it in MLflow).
+        values: the axis values of this point and its seed, for display.
+        planned_flops: planned model FLOPs of the run (`flops/total`), NaN if unknown.
+        rho: planned update fraction ρ = C_learning / C_total.
+        est_wall_s: estimated wall time from the spec's `timing`.
+    """
+
+    config: RunConfig
+    values: dict[str, Any]
+    planned_flops: float
+    rho: float
+    est_wall_s: float
+
+    @property
+    def run_key(self) -> str:
+        return self.config.run_key
+
+
+@dataclass(frozen=True)
+class DroppedPoint:
+    """A grid point the budget or the cap rules out, and why."""
+
+    values: dict[str, Any]
+    reason: str
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """The grid of a sweep: the runs to do, the points dropped, the checkpoints."""
+
+    spec: SweepSpec
+    points: list[GridPoint]
+    dropped: list[DroppedPoint]
+    eval_fractions: tuple[float, ...]
+
+    @property
+    def total_rollouts(self) -> int:
+        return sum(p.config.rollouts for p in self.points)
+
+    @property
+    def total_flops(self) -> float:
+        return sum(p.planned_flops for p in self.points)
+
+    @property
+    def est_wall_s(self) -> float:
+        return sum(p.est_wall_s for p in self.points)
+
+
+def eval_fractions(points: int, ratio: float) -> tuple[float, ...]:
+    """Checkpoint fractions of the budget, geometric, ending at 1: (1/ratio^(k-1), …, 1)."""
+    return tuple(ratio ** -(points - 1 - j) for j in range(points))
+
+
+def checkpoints(budget_rollouts: float, fractions: tuple[float, ...]) -> tuple[int, ...]:
+    """Rollout counts at which a run is evaluated: the fractions of its budget, ≥ 1, distinct."""
+    return tuple(sorted({max(1, int(round(budget_rollouts * f))) for f in fractions}))
+
+
+def estimate_wall_s(cfg: RunConfig, n_evals: int, timing: Timing) -> float:
+    """Rough wall time of a run (see `Timing`)."""
+    steps = cfg.M * cfg.num_iterations
+    samples = n_evals * cfg.eval_problems * cfg.eval_k_samples
+    return (
+        timing.setup_s
+        + steps * timing.step_s
+        + cfg.rollouts * cfg.num_iterations * timing.rollout_s
+        + samples * timing.eval_sample_s
+    )
+
+
+def _grid(spec: SweepSpec):
+    """(axis values, config changes) for every combination of the axes and seeds."""
+    names = list(spec.axes)
+    for combo in itertools.product(*(spec.axes[n] for n in names)):
+        values = dict(zip(names, combo, strict=True))
+        for seed in spec.seeds:
+            yield {**values, "seed": seed}
+
+
+def plan_sweep(
+    spec: SweepSpec, train_problems: dict[tuple[str, str, str, int], int] | None = None
+) -> SweepPlan:
+    """Expand the axes, give every point the budget, drop those that cannot spend it.
+
+    Args:
+        spec: the sweep.
+        train_problems: training problems per (model, task, split, pool_size), when known;
+            points with more
+            problems per step than the split holds are dropped (see `split_sizes`).
+
+    Raises:
+        SpecError: when every point is dropped (naming the budget or the cap at fault).
+    """
+    fractions = eval_fractions(spec.eval_points, spec.eval_ratio)
+    points: list[GridPoint] = []
+    dropped: list[DroppedPoint] = []
+    reasons: set[str] = set()
+    for values in _grid(spec):
+        changes = {k: v for k, v in values.items() if k != "B"}
+        n = int(changes.get("n", spec.base.n))
+        if "B" in values:
+            B = int(values["B"])
+            if B % n:
+                dropped.append(DroppedPoint(values, f"B = {B} not divisible by n = {n}"))
+                reasons.add("divisible")
+                continue
+            changes["B_p"] = B // n
+        try:
+            cfg = spec.base.replace(**changes, M=1)
+        except (ValueError, TypeError) as exc:  # axes that are valid alone but not together
+            dropped.append(DroppedPoint(values, str(exc)))
+            reasons.add("config")
+            continue
+        if spec.max_batch is not None and spec.max_batch < cfg.B:
+            dropped.append(DroppedPoint(values, f"B = {cfg.B} over max_batch = {spec.max_batch}"))
+            reasons.add("max_batch")
+            continue
+        if train_problems is not None:
+            have = train_problems.get((cfg.model, cfg.task, cfg.split, cfg.pool_size))
+            if have is not None and have < cfg.B_p:
+                dropped.append(
+                    DroppedPoint(
+                        values,
+                        f"B_p = {cfg.B_p} over the {have} training problems of split {cfg.split}",
+                    )
+                )
+                reasons.add("split")
+                continue
+        point = _plan_point(spec, cfg, values, fractions)
+        if isinstance(point, DroppedPoint):
+            dropped.append(point)
+            reasons.add("budget")
+        else:
+            points.append(point)
+    if not points:
+        raise SpecError(*_why_empty(spec, reasons))
+    return SweepPlan(spec, points, dropped, fractions)
+
+
+def _plan_point(
+    spec: SweepSpec, cfg: RunConfig, values: dict[str, Any], fractions: tuple[float, ...]
+) -> GridPoint | DroppedPoint:
+    step = _planned(cfg)  # one step of this point
+    step_flops = step.get("flops/total", math.nan)
+    if spec.budget_rollouts is not None:
+        M = spec.budget_rollouts // cfg.B
+        if M < 1:
+            return DroppedPoint(
+                values, f"budget {spec.budget_rollouts} rollouts < one step of B = {cfg.B}"
+            )
+        at = checkpoints(spec.budget_rollouts, fractions)
+    else:
+        budget = float(spec.budget_flops)  # type: ignore[arg-type]
+        if not step_flops > 0:
+            return DroppedPoint(
+                values, "FLOPs of one step unknown: cannot place it on an IsoFLOP grid"
+            )
+        M = int(budget // step_flops)
+        while M > 0 and M * step_flops > budget:  # guard against rounding at the boundary
+            M -= 1
+        if M < 1:
+            return DroppedPoint(
+                values, f"budget {budget:.3g} FLOPs < one step ({step_flops:.3g} FLOPs)"
+            )
+        # The same fractions of the FLOP budget, in this point's rollouts.
+        at = checkpoints(budget / step_flops * cfg.B, fractions)
+    cfg = cfg.replace(M=M, eval_at_rollouts=at)
+    evals = 1 + len({min(-(-c // cfg.B), M) for c in at} | {M})
+    return GridPoint(
+        config=cfg,
+        values=values,
+        planned_flops=M * step_flops,
+        rho=step.get("compute/rho", math.nan),
+        est_wall_s=estimate_wall_s(cfg, evals, spec.timing),
+    )
+
+
+def _planned(cfg: RunConfig) -> dict[str, float]:
+    """The ledger's plan of one step; empty when the model's config is not reachable."""
+    try:
+        return plan_config(cfg.replace(M=1))
+    except (OSError, ValueError, RuntimeError):
+        return {}
+
+
+def _why_empty(spec: SweepSpec, reasons: set[str]) -> tuple[str, str]:
+    if "budget" in reasons:
+        name = "budget_rollouts" if spec.mode == "isocompute" else "budget_flops"
+        return name, (
+            "below one step for every grid point that fits the cap; raise the budget "
+            "or add smaller n / B_p values."
+        )
+    if "max_batch" in reasons:
+        return "max_batch", f"{spec.max_batch}: every grid point's B = B_p·n is over the cap."
+    if "divisible" in reasons:
+        return "axes.B", "no value of B is divisible by any n."
+    if "split" in reasons:
+        return "axes.B_p", "every B_p is over the training problems of its split."
+    return "axes", "no combination of the axes makes a valid RunConfig (see `sweep plan`)."
+
+
+def split_sizes(spec: SweepSpec) -> dict[tuple[str, str, str, int], int]:
+    """Training problems per (model, task, split, pool_size), for the splits already labelled."""
+    sizes: dict[tuple[str, str], int] = {}
+    models = spec.axes.get("model", (spec.base.model,))
+    splits = spec.axes.get("split", (spec.base.split,))
+    tasks = spec.axes.get("task", (spec.base.task,))
+    pools = spec.axes.get("pool_size", (spec.base.pool_size,))
+    for model, split, task, pool in itertools.product(models, splits, tasks, pools):
+        if split == "all":  # split `all` trains on the whole pool, not on a labelled split
+            continue
+        path = difficulty.splits_path(model, task, pool, 0)
+        if path.exists():
+            try:
+                sizes[(model, task, split, pool)] = len(difficulty.Splits.load(path).train(split))
+            except (ValueError, KeyError, OSError):
+                continue
+    return sizes

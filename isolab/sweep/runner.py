@@ -1,0 +1,540 @@
+"""Run a sweep's grid, resumably: local worker processes or Ray tasks, one MLflow store.
+
+The MLflow store is the only state. Each grid point is identified by its `RunConfig.run_key`;
+before running, `isolab.sweep.store.pending` reads the sweep's runs and decides what to redo.
+
+Backends:
+
+- `local`: K worker processes (`spawn` context: torch and fork do not mix) that import torch,
+  TRL and isolab once and then train many points in-process. They die with the runner
+  (Linux `PR_SET_PDEATHSIG`), so a SIGKILLed sweep leaves no orphan writing to the store.
+  Workers write to the store directly: MLflow sets SQLite's `busy_timeout` to 20 s, and 8
+  processes hammering one store (≈ 800 write transactions and 700 run searches, 2 busy
+  cores) hit no lock error, so no server is needed. The runner creates the store's tables
+  and the experiment before any worker starts, so workers never race on a schema migration.
+  A store shared by several machines (PostgreSQL, a team) goes behind `mlflow server`.
+- `ray`: each point is a Ray task with the spec's CPUs / GPUs; a local Ray instance by default,
+  or a cluster (`address`) logging to a tracking server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import queue
+import signal
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from isolab.config import RunConfig
+from isolab.logs import quiet_libraries
+from isolab.paths import cache_root
+from isolab.sweep.plan import GridPoint, SweepPlan
+from isolab.sweep.store import pending
+from isolab.tracking import (
+    find_runs,
+    resolve_uri,
+)
+
+log = logging.getLogger(__name__)
+
+# local: K spawned worker processes; ray: a Ray task per run; inline: one run after another in
+# this process (no worker start-up, which costs tens of seconds of imports: small sweeps, notebooks)
+BACKENDS = ("local", "ray", "inline")
+STOP_GRACE_S = 60.0  # how long an interrupted sweep waits for its runs to be marked KILLED
+
+
+# ---- what a run leaves behind ----------------------------------------------------------------
+@dataclass
+class RunOutcome:
+    """One grid point after the runner tried it.
+
+    Attributes:
+        run_key: the point's run key.
+        run_name: its readable name.
+        status: FINISHED, FAILED or KILLED.
+        run_id: the MLflow run (None when it failed before the run was created).
+        wall_time_s: wall time of the run.
+        metric: the spec's metric at the last evaluation (NaN when missing).
+        error: the exception of a failed run.
+    """
+
+    run_key: str
+    run_name: str
+    status: str
+    run_id: str | None = None
+    wall_time_s: float = 0.0
+    metric: float = math.nan
+    error: str | None = None
+
+
+@dataclass
+class SweepReport:
+    """What a sweep did: its outcomes, what it skipped, and whether it was interrupted."""
+
+    outcomes: list[RunOutcome]
+    skipped: int
+    live: int
+    reclaimed: int
+    interrupted: bool
+    wall_time_s: float
+
+    @property
+    def failed(self) -> list[RunOutcome]:
+        return [o for o in self.outcomes if o.status != "FINISHED"]
+
+
+# ---- the store ------------------------------------------------------------------------------
+
+
+# ---- one point --------------------------------------------------------------------------------
+def run_point(cfg: RunConfig, tracking_uri: str, metric: str) -> RunOutcome:
+    """Train one grid point in this process; a failure becomes a FAILED outcome, not a raise.
+
+    KeyboardInterrupt propagates (the run is marked KILLED by `train`).
+    """
+    from isolab.rl.train import train
+
+    t0 = time.perf_counter()
+    try:
+        result = train(cfg, tracking_uri=tracking_uri)
+    except Exception as exc:  # noqa: BLE001 - one bad point must not stop the sweep
+        run_id = _latest_run_id(cfg, tracking_uri)
+        return RunOutcome(
+            cfg.run_key,
+            cfg.run_name,
+            "FAILED",
+            run_id,
+            time.perf_counter() - t0,
+            error=f"{type(exc).__name__}: {exc}",
+        )
+    return RunOutcome(
+        cfg.run_key,
+        cfg.run_name,
+        result.status,
+        result.run_id,
+        result.wall_time_s,
+        float(result.final_eval.get(metric, math.nan)),
+    )
+
+
+def _runs_of(cfg: RunConfig, uri: str, pid: int) -> list:
+    """The runs of `cfg` that process `pid` created, newest first (best effort)."""
+    try:
+        runs = find_runs(cfg.experiment, uri, run_key=cfg.run_key)
+    except Exception:  # noqa: BLE001 - for reports and clean-up only
+        return []
+    return [r for r in runs if r.data.tags.get("isolab.pid") == str(pid)]
+
+
+def _latest_run_id(cfg: RunConfig, uri: str) -> str | None:
+    mine = _runs_of(cfg, uri, os.getpid())
+    return mine[0].info.run_id if mine else None
+
+
+def setup_process(threads: int, env: dict[str, str], tracking_uri: str | None = None) -> None:
+    """Prepare a worker: environment, torch threads, quiet libraries, heavy imports done once,
+    and the connection to the store opened (so that none of it counts in a run's wall time)."""
+    os.environ.update(env)
+    warnings.filterwarnings("ignore")  # a worker's output is its runner's progress bar
+    quiet_libraries()
+    import torch
+
+    torch.set_num_threads(max(1, threads))
+    # Import once what every run needs (TRL loads its trainers lazily), so that the first run
+    # of a worker does not pay ~15 s of imports.
+    from datasets import Dataset  # noqa: F401
+    from transformers import TrainerCallback  # noqa: F401
+    from trl import GRPOConfig, GRPOTrainer  # noqa: F401
+
+    import isolab.rl.train  # noqa: F401
+
+    if tracking_uri is not None:
+        from isolab.tracking import client
+
+        client(tracking_uri).search_experiments(max_results=1)
+
+
+def worker_env() -> dict[str, str]:
+    """Environment a worker needs to find what this process sees (the absolute model cache)."""
+
+    return {"ISOLAB_CACHE": str(cache_root().resolve())}
+
+
+# ---- local backend ----------------------------------------------------------------------------
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGKILL this process when the runner dies (a SIGKILLed runner leaves no
+    orphans); elsewhere a watchdog thread exits once the parent is gone."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent_pid:
+        os._exit(1)
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _interrupt_once(signum, frame) -> None:
+    """First SIGINT/SIGTERM: stop the run (train marks it KILLED); later ones are ignored so
+    that the MLflow write of that status is not interrupted in turn."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def _worker_main(tasks, results, tracking_uri: str, metric: str, threads: int, env, parent_pid):
+    _die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, _interrupt_once)
+    signal.signal(signal.SIGTERM, _interrupt_once)
+    pid = os.getpid()
+    cfg: RunConfig | None = None
+    try:
+        setup_process(threads, env, tracking_uri)
+        while True:
+            item = tasks.get()
+            if item is None:
+                break
+            index, cfg = item
+            results.put(("start", index, pid))
+            results.put(("done", index, run_point(cfg, tracking_uri, metric), pid))
+            cfg = None
+    except KeyboardInterrupt:
+        if cfg is not None:  # interrupted between `create_run` and train's own handler
+            _end_orphaned_run(cfg, tracking_uri, pid, "KILLED")
+        results.put(("stopped", None, pid))
+
+
+class _LocalPool:
+    """K spawned workers sharing a task queue; a worker that dies is reported and replaced."""
+
+    def __init__(self, todo: list[GridPoint], uri: str, metric: str, workers: int, threads: int):
+        import multiprocessing as mp
+
+        self.ctx = mp.get_context("spawn")
+        self.tasks = self.ctx.Queue()
+        self.results = self.ctx.Queue()
+        self.args = (uri, metric, threads, worker_env(), os.getpid())
+        self.uri = uri
+        for index, point in enumerate(todo):
+            self.tasks.put((index, point.config))
+        self.workers = min(workers, len(todo))
+        for _ in range(self.workers):
+            self.tasks.put(None)
+        self.procs: list[Any] = []
+        self.current: dict[int, int] = {}  # worker pid → index of the point it runs
+        self.respawns = 2 * self.workers
+        for _ in range(self.workers):
+            self._spawn()
+
+    def _spawn(self) -> None:
+        proc = self.ctx.Process(
+            target=_worker_main, args=(self.tasks, self.results, *self.args), daemon=True
+        )
+        proc.start()
+        self.procs.append(proc)
+
+    def events(self, timeout: float) -> list[tuple]:
+        """Messages from workers, plus ("died", index, exitcode, pid) for points whose worker
+        died mid-run."""
+        out = self._receive(timeout)
+        for proc in list(self.procs):
+            if proc.exitcode is None:
+                continue
+            self.procs.remove(proc)
+            out += self._receive(0.0)  # what it wrote before dying is in the pipe already
+            index = self.current.pop(proc.pid, None)
+            if index is not None:
+                out.append(("died", index, proc.exitcode, proc.pid))
+                if self.respawns > 0:
+                    self.respawns -= 1
+                    self.tasks.put(None)  # its sentinel was not consumed: one for the new one
+                    self._spawn()
+        return out
+
+    def _receive(self, timeout: float) -> list[tuple]:
+        out = []
+        with contextlib.suppress(queue.Empty):
+            out.append(self.results.get(timeout=timeout) if timeout else self.results.get_nowait())
+            while True:
+                out.append(self.results.get_nowait())
+        for kind, index, *rest in out:
+            pid = rest[-1]
+            if kind == "start":
+                self.current[pid] = index
+            elif kind == "stopped" or (kind == "done" and self.current.get(pid) == index):
+                self.current.pop(pid, None)
+        return out
+
+    def alive(self) -> bool:
+        return any(p.exitcode is None for p in self.procs)
+
+    def interrupt(self) -> None:
+        for proc in self.procs:
+            if proc.exitcode is None and proc.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGINT)
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.exitcode is None:
+                proc.terminate()
+        for proc in self.procs:
+            proc.join(timeout=10)
+        self.tasks.cancel_join_thread()
+        self.results.cancel_join_thread()
+
+
+def _execute_local(
+    todo: list[GridPoint],
+    uri: str,
+    metric: str,
+    workers: int,
+    threads: int,
+    on_result: Callable[[RunOutcome, GridPoint], None],
+    on_start: Callable[[GridPoint], None],
+) -> bool:
+    """Run `todo` on local workers; True when interrupted."""
+    pool = _LocalPool(todo, uri, metric, workers, threads)
+    done: set[int] = set()
+
+    def handle(events: list[tuple]) -> None:
+        for kind, index, *rest in events:
+            if kind == "start":
+                on_start(todo[index])
+            elif kind == "done" and index not in done:
+                done.add(index)
+                on_result(rest[0], todo[index])
+            elif kind == "died" and index not in done:
+                done.add(index)
+                exitcode, pid = rest
+                point = todo[index]
+                _end_orphaned_run(point.config, uri, pid)
+                on_result(
+                    RunOutcome(
+                        point.run_key,
+                        point.config.run_name,
+                        "FAILED",
+                        error=f"worker process died (exit code {exitcode})",
+                    ),
+                    point,
+                )
+
+    try:
+        while len(done) < len(todo) and pool.alive():
+            handle(pool.events(timeout=0.5))
+        handle(pool.events(timeout=0.1))
+        for index in sorted(set(range(len(todo))) - done):  # every worker died, none left
+            point = todo[index]
+            on_result(
+                RunOutcome(
+                    point.run_key, point.config.run_name, "FAILED", error="not run: no worker left"
+                ),
+                point,
+            )
+        return False
+    except KeyboardInterrupt:
+        pool.interrupt()
+        deadline = time.monotonic() + STOP_GRACE_S
+        with contextlib.suppress(KeyboardInterrupt):
+            while pool.alive() and time.monotonic() < deadline:
+                handle(pool.events(timeout=0.5))
+            handle(pool.events(timeout=0.1))
+        return True
+    finally:
+        pool.close()
+
+
+def _execute_inline(
+    todo: list[GridPoint],
+    uri: str,
+    metric: str,
+    on_result: Callable[[RunOutcome, GridPoint], None],
+    on_start: Callable[[GridPoint], None],
+) -> bool:
+    """Run `todo` one after another in this process; True when interrupted (Ctrl-C: `train`
+    marks the run in progress KILLED; finished runs stay FINISHED)."""
+    for point in todo:
+        on_start(point)
+        try:
+            outcome = run_point(point.config, uri, metric)
+        except KeyboardInterrupt:
+            return True
+        on_result(outcome, point)
+    return False
+
+
+def _end_orphaned_run(cfg: RunConfig, uri: str, pid: int, status: str = "FAILED") -> None:
+    """A run of process `pid` left RUNNING (its worker died, or was interrupted before train
+    could end the run): set its final status."""
+    from isolab.tracking import client
+
+    for run in _runs_of(cfg, uri, pid):
+        if run.info.status == "RUNNING":
+            with contextlib.suppress(Exception):
+                client(uri).set_terminated(run.info.run_id, status)
+
+
+# ---- ray backend ------------------------------------------------------------------------------
+def _ray_task(cfg: RunConfig, uri: str, metric: str, threads: int, env: dict[str, str]):
+    setup_process(threads, env, uri)
+    return run_point(cfg, uri, metric)
+
+
+def _execute_ray(
+    todo: list[GridPoint],
+    uri: str,
+    metric: str,
+    workers: int,
+    resources,
+    address: str | None,
+    on_result: Callable[[RunOutcome, GridPoint], None],
+    on_start: Callable[[GridPoint], None],
+) -> bool:
+    """Run `todo` as Ray tasks, at most `workers` in flight; True when interrupted."""
+    import ray
+
+    started_here = not ray.is_initialized()
+    if started_here:
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        if address:
+            kwargs["address"] = address
+        else:
+            kwargs["num_cpus"] = max(1, math.ceil(workers * resources.cpus_per_run))
+        ray.init(**kwargs)
+    env = {} if address else worker_env()
+    threads = max(1, int(resources.cpus_per_run))
+    task = ray.remote(
+        num_cpus=resources.cpus_per_run, num_gpus=resources.gpus_per_run, max_retries=0
+    )(_ray_task)
+    waiting = list(range(len(todo)))
+    in_flight: dict[Any, int] = {}
+
+    def submit() -> None:
+        while waiting and len(in_flight) < workers:
+            index = waiting.pop(0)
+            in_flight[task.remote(todo[index].config, uri, metric, threads, env)] = index
+            on_start(todo[index])
+
+    def collect(timeout: float) -> None:
+        ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=timeout)
+        for ref in ready:
+            point = todo[in_flight.pop(ref)]
+            try:
+                outcome = ray.get(ref)
+            except Exception as exc:  # noqa: BLE001 - a crashed task is a failed point
+                outcome = RunOutcome(
+                    point.run_key, point.config.run_name, "FAILED", error=f"{exc}"[:500]
+                )
+            on_result(outcome, point)
+
+    try:
+        submit()
+        while in_flight:
+            collect(timeout=1.0)
+            submit()
+        return False
+    except KeyboardInterrupt:
+        for ref in in_flight:
+            ray.cancel(ref)  # KeyboardInterrupt inside the task: train marks the run KILLED
+        deadline = time.monotonic() + STOP_GRACE_S
+        with contextlib.suppress(KeyboardInterrupt):
+            while in_flight and time.monotonic() < deadline:
+                ready, _ = ray.wait(list(in_flight), num_returns=len(in_flight), timeout=1.0)
+                for ref in ready:
+                    in_flight.pop(ref)
+        return True
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+# ---- the sweep ----------------------------------------------------------------------------------
+def execute(
+    todo: list[GridPoint],
+    plan: SweepPlan,
+    tracking_uri: str | None = None,
+    *,
+    workers: int = 1,
+    backend: str = "local",
+    address: str | None = None,
+    on_result: Callable[[RunOutcome, GridPoint], None] | None = None,
+    on_start: Callable[[GridPoint], None] | None = None,
+) -> tuple[list[RunOutcome], bool]:
+    """Run the given points; returns their outcomes and whether Ctrl-C stopped the sweep."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend = {backend!r}: choose one of {', '.join(BACKENDS)}.")
+    if workers < 1:
+        raise ValueError(f"workers = {workers}: must be ≥ 1.")
+    uri = resolve_uri(tracking_uri)
+    if address and uri.startswith("sqlite"):
+        raise ValueError(
+            f"a Ray cluster (address {address}) cannot share the SQLite store {uri}: give a "
+            "tracking server, --tracking-uri http://HOST:5000 (see `isolab sweep --help`)."
+        )
+    outcomes: list[RunOutcome] = []
+    if not todo:
+        return outcomes, False
+
+    def record(outcome: RunOutcome, point: GridPoint) -> None:
+        outcomes.append(outcome)
+        if on_result is not None:
+            on_result(outcome, point)
+
+    started = on_start or (lambda point: None)
+    metric = plan.spec.metric
+    if backend == "inline":
+        interrupted = _execute_inline(todo, uri, metric, record, started)
+    elif backend == "local":
+        threads = max(1, int(plan.spec.resources.cpus_per_run))
+        interrupted = _execute_local(todo, uri, metric, workers, threads, record, started)
+    else:
+        interrupted = _execute_ray(
+            todo, uri, metric, workers, plan.spec.resources, address, record, started
+        )
+    return outcomes, interrupted
+
+
+def run_sweep(
+    plan: SweepPlan,
+    tracking_uri: str | None = None,
+    *,
+    workers: int = 1,
+    backend: str = "local",
+    address: str | None = None,
+    limit: int | None = None,
+    reclaim_remote: bool = False,
+    on_result: Callable[[RunOutcome, GridPoint], None] | None = None,
+) -> SweepReport:
+    """Run every point of `plan` not yet FINISHED in the store (see the module docstring)."""
+    t0 = time.perf_counter()
+    todo, state = pending(plan, tracking_uri, reclaim_remote, limit)
+    outcomes, interrupted = execute(
+        todo,
+        plan,
+        tracking_uri,
+        workers=workers,
+        backend=backend,
+        address=address,
+        on_result=on_result,
+    )
+    return SweepReport(
+        outcomes=outcomes,
+        skipped=len(state.finished),
+        live=len(state.live),
+        reclaimed=sum(len(v) for v in state.stale.values()),
+        interrupted=interrupted,
+        wall_time_s=time.perf_counter() - t0,
+    )

@@ -1,0 +1,305 @@
+"""Sweep specs: a YAML file naming a base run config, the axes swept around it, and a budget.
+
+A sweep varies some `RunConfig` fields (the axes) around a base config and gives every grid
+point the same budget, in rollouts (IsoCompute, ``C = B_p · n · M``, arXiv 2603.12151) or in
+FLOPs (IsoFLOP; Wilhelm & Kao, arXiv 2607.13389). `isolab.sweep.plan` turns a spec into the
+grid; `isolab.sweep.runner` runs it. Checkpoints geometric in C up to the budget are passed
+to every run as ``RunConfig.eval_at_rollouts``, so all runs are measured at the same compute.
+
+Example (``studies/smoke.yaml``)::
+
+    name: smoke
+    base: {model: tiny-m, split: easy, eval_problems: 16, eval_k_samples: 4}
+    axes: {n: [2, 4, 8, 16, 32], B_p: [1, 2, 4]}
+    budget_rollouts: 128
+    max_batch: 32
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from isolab.config import RunConfig
+
+# Fields a sweep may not vary: the budget sets M, the spec sets the experiment, seeds and
+# checkpoints (`study` is the experiment's name in isolab 0.1 configs).
+RESERVED_FIELDS = ("experiment", "study", "M", "seed", "eval_at_rollouts", "eval_every", "extra")
+# `B` is not a RunConfig field: sweeping it with `n` fixes the batch and sets B_p = B / n
+# (the IsoCompute n–B_p trade-off at fixed B).
+AXES = tuple(f.name for f in dataclasses.fields(RunConfig) if f.name not in RESERVED_FIELDS) + (
+    "B",
+)
+
+
+class SpecError(ValueError):
+    """A sweep spec that cannot be planned; `field` names the offending key (e.g. `axes.n`)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one run needs, for the Ray backend (and the thread count of local workers).
+
+    Attributes:
+        cpus_per_run: CPU cores per run (local workers use this many torch threads).
+        gpus_per_run: GPUs per run (Ray's `num_gpus`; fractions share a GPU).
+    """
+
+    cpus_per_run: float = 1.0
+    gpus_per_run: float = 0.0
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Coefficients of the wall-time estimate of a run (rough; calibrate from a pilot run).
+
+    ``wall_s ≈ setup_s + steps · step_s + rollouts · passes · rollout_s
+    + evaluations · eval_problems · eval_k_samples · eval_sample_s``. The defaults were
+    measured with tiny-m on a busy 2-core CPU (TRL 1.16): about 0.1 s of fixed cost per step
+    and 3 ms per rollout generated and trained on.
+    """
+
+    setup_s: float = 1.5
+    step_s: float = 0.1
+    rollout_s: float = 0.003
+    eval_sample_s: float = 0.0015
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """One iso-compute sweep: a base config, the axes swept around it, and a common budget.
+
+    Attributes:
+        name: the sweep's name: its MLflow experiment, `RunConfig.experiment` of every run.
+        base: the config every grid point starts from: RunConfig fields, or the path of a
+            RunConfig YAML relative to the spec (its `M`, `seed`, `experiment` are the sweep's).
+        axes: swept fields and their values, in grid order (`n`, `B_p`, `lr_base`, `recipe`,
+            `reward`, `model`, `num_iterations`, `lora_rank`… any `RunConfig` field but
+            those in `RESERVED_FIELDS`; or `B` with `n` to fix the batch, B_p = B / n).
+        budget_rollouts: IsoCompute budget C in rollouts; each point gets
+            M = budget_rollouts // (B_p · n) steps.
+        budget_flops: IsoFLOP budget in model FLOPs (`flops/total` of the ledger); each point
+            gets the largest M whose planned FLOPs fit. Give exactly one of the two budgets.
+        max_batch: cap B_max on the batch B = B_p · n (None: no cap).
+        seeds: one run per grid point and seed.
+        eval_points: compute checkpoints, geometric in C, the last one at the budget.
+        eval_ratio: ratio between consecutive checkpoints (2: budget/8, /4, /2, budget).
+        metric: the evaluation metric reported per finished run (`eval/avg@4`).
+        resources: CPUs / GPUs per run.
+        timing: coefficients of the wall-time estimate.
+        description: free text shown by `isolab sweep plan`.
+    """
+
+    name: str
+    base: RunConfig
+    axes: dict[str, tuple[Any, ...]]
+    budget_rollouts: int | None = None
+    budget_flops: float | None = None
+    max_batch: int | None = None
+    seeds: tuple[int, ...] = (0,)
+    eval_points: int = 4
+    eval_ratio: float = 2.0
+    metric: str = "eval/avg@4"
+    resources: Resources = field(default_factory=Resources)
+    timing: Timing = field(default_factory=Timing)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name or not isinstance(self.name, str):
+            raise SpecError("name", "give the sweep a non-empty name (its MLflow experiment).")
+        if (self.budget_rollouts is None) == (self.budget_flops is None):
+            raise SpecError(
+                "budget_rollouts",
+                "give exactly one budget: budget_rollouts (IsoCompute, C = B_p·n·M) "
+                "or budget_flops (IsoFLOP).",
+            )
+        if self.budget_rollouts is not None and self.budget_rollouts < 1:
+            raise SpecError("budget_rollouts", f"{self.budget_rollouts}: must be ≥ 1.")
+        if self.budget_flops is not None and not self.budget_flops > 0:
+            raise SpecError("budget_flops", f"{self.budget_flops}: must be > 0.")
+        if self.max_batch is not None and self.max_batch < 2:
+            raise SpecError(
+                "max_batch", f"{self.max_batch}: B = B_p·n ≥ 2, so the cap must be ≥ 2."
+            )
+        if not self.seeds:
+            raise SpecError("seeds", "empty: give at least one seed, e.g. [0].")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise SpecError("seeds", f"{list(self.seeds)} repeats a seed.")
+        if self.eval_points < 1:
+            raise SpecError("eval_points", f"{self.eval_points}: must be ≥ 1.")
+        if not self.eval_ratio > 1:
+            raise SpecError("eval_ratio", f"{self.eval_ratio}: checkpoints need a ratio > 1.")
+        if not self.metric.startswith("eval/"):
+            raise SpecError("metric", f"{self.metric!r}: pick an evaluation metric, eval/avg@4.")
+        if self.resources.cpus_per_run <= 0 or self.resources.gpus_per_run < 0:
+            raise SpecError("resources", "cpus_per_run must be > 0 and gpus_per_run ≥ 0.")
+        _check_axes(self.axes, self.base)
+
+    @property
+    def mode(self) -> str:
+        """`isocompute` (budget in rollouts) or `isoflop` (budget in FLOPs)."""
+        return "isocompute" if self.budget_rollouts is not None else "isoflop"
+
+    def replace(self, **changes: Any) -> SweepSpec:
+        return dataclasses.replace(self, **changes)
+
+    # ---- I/O ------------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], root: Path | None = None) -> SweepSpec:
+        """Build a spec from parsed YAML; `root` resolves a `base` given as a file path."""
+        if not isinstance(data, dict):
+            raise SpecError("spec", "expected a mapping of sweep fields at the top level.")
+        known = {f.name for f in dataclasses.fields(cls)}
+        for key in data:
+            if key not in known:
+                raise SpecError(str(key), f"unknown sweep field; valid fields: {sorted(known)}.")
+        if not data.get("name"):
+            raise SpecError("name", "give the sweep a name (its MLflow experiment).")
+        data = dict(data)
+        data["base"] = _load_base(data.get("base") or {}, data.get("name"), root)
+        axes = data.get("axes")
+        if not isinstance(axes, dict) or not axes:
+            raise SpecError("axes", "give at least one axis, e.g. axes: {n: [2, 4, 8]}.")
+        data["axes"] = {str(k): _axis_values(str(k), v) for k, v in axes.items()}
+        if "seeds" in data:
+            seeds = data["seeds"]
+            seeds = [seeds] if isinstance(seeds, int) else seeds
+            if not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds):
+                raise SpecError("seeds", f"{seeds!r}: give a list of integers, e.g. [0, 1].")
+            data["seeds"] = tuple(seeds)
+        for name, kind in (("budget_rollouts", int), ("max_batch", int), ("eval_points", int)):
+            if data.get(name) is not None:
+                data[name] = _number(name, data[name], kind)
+        for name in ("budget_flops", "eval_ratio"):
+            if data.get(name) is not None:
+                data[name] = _number(name, data[name], float)
+        for name, klass in (("resources", Resources), ("timing", Timing)):
+            if name in data:
+                data[name] = _sub(name, data[name] or {}, klass)
+        return cls(**data)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> SweepSpec:
+        path = Path(path)
+        if not path.exists():
+            raise SpecError("spec", f"file {path} does not exist.")
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise SpecError("spec", f"{path} is not valid YAML: {exc}") from exc
+        return cls.from_dict(data, root=path.parent)
+
+
+def _load_base(base: Any, name: Any, root: Path | None) -> RunConfig:
+    if isinstance(base, str):
+        path = Path(base) if root is None or Path(base).is_absolute() else root / base
+        if not path.exists():
+            raise SpecError("base", f"config file {path} does not exist.")
+        base = yaml.safe_load(path.read_text()) or {}
+        if isinstance(base, dict):  # a run's config file: the sweep sets these fields
+            base = {k: v for k, v in base.items() if k not in RESERVED_FIELDS or k == "extra"}
+    if not isinstance(base, dict):
+        raise SpecError("base", "give a mapping of RunConfig fields or the path of a config YAML.")
+    known = {f.name for f in dataclasses.fields(RunConfig)}
+    for key in base:
+        if key in RESERVED_FIELDS and key != "extra":
+            raise SpecError(f"base.{key}", _reserved_reason(key))
+        if key not in known:
+            raise SpecError(f"base.{key}", f"unknown RunConfig field; valid: {sorted(known)}.")
+    try:
+        return RunConfig(**{**_coerce(base), "experiment": str(name or "default")})
+    except (ValueError, TypeError) as exc:
+        raise SpecError(_field_in(str(exc)), str(exc)) from exc
+
+
+def _reserved_reason(key: str) -> str:
+    return {
+        "experiment": "the sweep's `name` is every run's experiment; remove it.",
+        "study": "the sweep's `name` is every run's experiment; remove it.",
+        "M": "M is set by the budget (budget_rollouts or budget_flops); remove it.",
+        "seed": "list seeds in the top-level `seeds`.",
+        "eval_at_rollouts": "checkpoints come from eval_points / eval_ratio; remove it.",
+        "eval_every": "runs are evaluated at common compute checkpoints; use eval_points.",
+    }.get(key, "set by the sweep; remove it.")
+
+
+def _axis_values(name: str, values: Any) -> tuple[Any, ...]:
+    """An axis as a tuple, with YAML's string floats (`1e-5`) turned into numbers."""
+    values = values if isinstance(values, list) else [values]
+    return tuple(_coerce({name: v})[name] for v in values)
+
+
+def _check_axes(axes: dict[str, tuple[Any, ...]], base: RunConfig) -> None:
+    if not axes:
+        raise SpecError("axes", "give at least one axis, e.g. axes: {n: [2, 4, 8]}.")
+    if "B" in axes and "B_p" in axes:
+        raise SpecError("axes.B", "sweep either B (B_p = B / n) or B_p, not both.")
+    for name, values in axes.items():
+        if name not in AXES:
+            reason = _reserved_reason(name) + " " if name in RESERVED_FIELDS else ""
+            raise SpecError(
+                f"axes.{name}", f"unknown axis. {reason}Sweepable fields: {', '.join(AXES)}."
+            )
+        if not values:
+            raise SpecError(f"axes.{name}", "empty list: give at least one value.")
+        if len(set(map(repr, values))) != len(values):
+            raise SpecError(f"axes.{name}", f"{list(values)} repeats a value.")
+        if name == "B":
+            for v in values:
+                if not isinstance(v, int) or v < 2:
+                    raise SpecError("axes.B", f"B = {v!r}: batches are integers ≥ 2.")
+            continue
+        for v in values:  # each value alone must make a valid config (n ≥ 2, known recipe…)
+            try:
+                base.replace(**{name: v})
+            except (ValueError, TypeError) as exc:
+                raise SpecError(f"axes.{name}", str(exc)) from exc
+
+
+def _field_in(message: str) -> str:
+    """`base.n` for a RunConfig error that starts with `n = 1: …`, else `base`."""
+    head = message.split(" ", 1)[0].strip(":=")
+    return f"base.{head}" if head in {f.name for f in dataclasses.fields(RunConfig)} else "base"
+
+
+def _coerce(values: dict[str, Any]) -> dict[str, Any]:
+    """YAML 1.1 reads `5e-5` as a string: turn strings into floats for float fields."""
+    types = {f.name: str(f.type) for f in dataclasses.fields(RunConfig)}
+    out = {}
+    for key, value in values.items():
+        if isinstance(value, str) and types.get(key, "").startswith("float"):
+            with contextlib.suppress(ValueError):  # a bad value is reported by RunConfig
+                value = float(value)
+        out[key] = value
+    return out
+
+
+def _number(name: str, value: Any, kind: type) -> int | float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise SpecError(name, f"{value!r} is not a number.") from None
+    if kind is int:
+        if not number.is_integer():
+            raise SpecError(name, f"{value!r}: give an integer.")
+        return int(number)
+    return number
+
+
+def _sub(name: str, data: Any, klass: type) -> Any:
+    if not isinstance(data, dict):
+        raise SpecError(name, "give a mapping.")
+    known = {f.name for f in dataclasses.fields(klass)}
+    for key in data:
+        if key not in known:
+            raise SpecError(f"{name}.{key}", f"unknown field; valid: {sorted(known)}.")
+    return klass(**{k: _number(f"{name}.{k}", v, float) for k, v in data.items()})

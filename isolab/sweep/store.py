@@ -1,0 +1,134 @@
+"""What a sweep finds in the store: per run key of its plan, FINISHED, RUNNING with a live
+process, RUNNING with none (stale), or FAILED / KILLED; and the points still to run.
+
+- a FINISHED run exists → skip (never redone, so a finished result is never lost or doubled),
+  unless it ran on other base weights than the model now in use (a rebuilt base);
+- a RUNNING run whose process is alive (tags `isolab.host` = this host, `isolab.pid` alive and
+  started before the run) → leave it to that process;
+- a RUNNING run with no live process (a killed runner, a lost machine) → mark it FAILED, redo;
+- FAILED / KILLED runs, or none → run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+
+from isolab.models import current_digest
+from isolab.sweep.plan import GridPoint, SweepPlan
+from isolab.tracking import (
+    BASE_DIGEST_TAG,
+    RUN_KEY_TAG,
+    client,
+    experiment_id,
+    find_runs,
+    mark_failed,
+    resolve_uri,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StoreState:
+    """The sweep's runs in the store, by run key of the plan's points."""
+
+    finished: dict[str, str] = field(default_factory=dict)  # key → FINISHED run id
+    live: dict[str, str] = field(default_factory=dict)  # key → RUNNING run with a live process
+    stale: dict[str, list[str]] = field(default_factory=dict)  # key → RUNNING, no process
+    failed: dict[str, list[str]] = field(default_factory=dict)  # key → FAILED / KILLED runs
+
+
+def process_alive(pid: int, started_ms: int | None = None) -> bool:
+    """Whether `pid` runs on this host and is old enough to be the process that began a run."""
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - psutil comes with mlflow and ray
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        # A recycled pid belongs to a process that started after the run did.
+        return started_ms is None or proc.create_time() <= started_ms / 1000 + 1.0
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True
+
+
+def scan_store(
+    plan: SweepPlan, tracking_uri: str | None = None, reclaim_remote: bool = False
+) -> StoreState:
+    """Sort the sweep's runs by state (see the module docstring), without changing anything.
+
+    A RUNNING run started on another host cannot be checked: it counts as live unless
+    `reclaim_remote` (that machine is gone) makes it stale.
+    """
+    digests = {p.run_key: current_digest(p.config.model) for p in plan.points}
+    host = os.uname().nodename
+    state = StoreState()
+    for run in find_runs(plan.spec.name, tracking_uri):
+        key = run.data.tags.get(RUN_KEY_TAG)
+        if key not in digests:
+            continue
+        status, run_id = run.info.status, run.info.run_id
+        used = run.data.tags.get(BASE_DIGEST_TAG)
+        if status == "FINISHED" and used and digests[key] and used != digests[key]:
+            # finished on other base weights (a rebuilt model): not this point's result
+            log.info("run %s of %s used base %s, not %s: redone", run_id, key, used, digests[key])
+        elif status == "FINISHED":
+            state.finished.setdefault(key, run_id)
+        elif status == "RUNNING":
+            tags = run.data.tags
+            if tags.get("isolab.host") == host:
+                pid = int(tags.get("isolab.pid", "0") or 0)
+                alive = pid > 0 and process_alive(pid, run.info.start_time)
+            else:
+                alive = not reclaim_remote
+            if alive:
+                state.live.setdefault(key, run_id)
+            else:
+                state.stale.setdefault(key, []).append(run_id)
+        else:
+            state.failed.setdefault(key, []).append(run_id)
+    for key in state.finished:  # a finished point is done, whatever else its key left
+        state.live.pop(key, None)
+        state.failed.pop(key, None)
+    return state
+
+
+def pending(
+    plan: SweepPlan,
+    tracking_uri: str | None = None,
+    reclaim_remote: bool = False,
+    limit: int | None = None,
+) -> tuple[list[GridPoint], StoreState]:
+    """The points still to run, in grid order, after marking stale RUNNING runs FAILED
+    (the returned state's `stale` lists those runs, now FAILED).
+
+    Creates the sweep's experiment (and a fresh store's tables) so that workers never race
+    to do it. `limit` keeps the first points only (a pilot).
+    """
+    uri = resolve_uri(tracking_uri)
+    experiment_id(plan.spec.name, uri)
+    state = scan_store(plan, uri, reclaim_remote)
+    c = client(uri)
+    for key, run_ids in state.stale.items():
+        for run_id in run_ids:
+            log.info("run %s of %s was RUNNING with no live process: marked FAILED", run_id, key)
+            mark_failed(run_id, uri)
+            c.set_tag(run_id, "isolab.failure", "RUNNING with no live process: redone by a sweep")
+            if key not in state.finished:
+                state.failed.setdefault(key, []).append(run_id)
+    todo = [
+        p for p in plan.points if p.run_key not in state.finished and p.run_key not in state.live
+    ]
+    return (todo if limit is None else todo[: max(0, limit)]), state

@@ -1,0 +1,206 @@
+"""MLflow tracking: embedded SQLite by default, a server when a team shares one.
+
+The store is `sqlite:///runs/mlflow.db` unless `MLFLOW_TRACKING_URI` or an explicit URI says
+otherwise (MLflow 3 refuses the old file store). One experiment per sweep; each run carries a
+deterministic run key (hash of the resolved config) so sweeps can skip finished work.
+Metrics are buffered and written in batches: one SQLite transaction per step would cost more
+than a tiny model's whole training step.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import mlflow
+from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.tracking import MlflowClient
+
+import isolab
+from isolab.paths import default_db
+
+log = logging.getLogger(__name__)
+
+
+RUN_KEY_TAG = "isolab.run_key"
+#: sha256 of the base model's weights (`isolab.models.digest`): ties a result to its exact base.
+BASE_DIGEST_TAG = "isolab.base_digest"
+FLUSH_EVERY_S = 5.0
+
+
+def resolve_uri(uri: str | None = None) -> str:
+    """Explicit URI, else `MLFLOW_TRACKING_URI`, else SQLite at `runs/mlflow.db` (absolute);
+    a SQLite store is created and migrated first (`ready`)."""
+    uri = uri or os.environ.get("MLFLOW_TRACKING_URI")
+    if not uri:
+        db = default_db()
+        db.parent.mkdir(parents=True, exist_ok=True)
+        uri = f"sqlite:///{db.resolve()}"
+    return ready(uri)
+
+
+_READY: set[str] = set()
+
+
+def ready(uri: str) -> str:
+    """Create and migrate a SQLite store once, under a file lock beside it: MLflow migrates a
+    fresh store's schema on first use, and processes that open it at the same moment race
+    (8 `isolab train` on a new store: 7 failed with `duplicate column name`). Servers migrate
+    their own store."""
+    if uri in _READY or not uri.startswith("sqlite:///"):
+        return uri
+    import fcntl
+
+    db = Path(uri.removeprefix("sqlite:///"))
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with open(db.parent / f".{db.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    _READY.add(uri)
+    return uri
+
+
+def artifact_root(uri: str) -> str | None:
+    """Artifacts beside a local SQLite store (`runs/artifacts/`); servers pick their own."""
+    if uri.startswith("sqlite:///"):
+        db = Path(uri.removeprefix("sqlite:///"))
+        return (db.parent / "artifacts").resolve().as_uri()
+    return None
+
+
+def client(uri: str | None = None) -> MlflowClient:
+    return MlflowClient(tracking_uri=resolve_uri(uri))
+
+
+def experiment_id(name: str, uri: str | None = None) -> str:
+    """Id of experiment `name`, created (with artifacts beside the store) when missing."""
+    uri = resolve_uri(uri)
+    c = MlflowClient(tracking_uri=uri)
+    exp = c.get_experiment_by_name(name)
+    if exp is not None:
+        return exp.experiment_id
+    root = artifact_root(uri)
+    location = f"{root}/{name}" if root else None
+    try:
+        return c.create_experiment(name, artifact_location=location)
+    except mlflow.exceptions.MlflowException:
+        # Another worker created it between our lookup and create.
+        exp = c.get_experiment_by_name(name)
+        if exp is None:
+            raise
+        return exp.experiment_id
+
+
+@functools.cache
+def git_sha() -> str:
+    """Commit of the isolab checkout, `unknown` outside a git work tree."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(isolab.__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+class RunLogger:
+    """One MLflow run: params and tags up front, metrics buffered, status set at the end."""
+
+    def __init__(self, experiment: str, run_name: str, run_key: str, uri: str | None = None):
+        self.uri = resolve_uri(uri)
+        self.client = MlflowClient(tracking_uri=self.uri)
+        self.experiment_id = experiment_id(experiment, self.uri)
+        tags = {
+            RUN_KEY_TAG: run_key,
+            "isolab.version": isolab.__version__,
+            "isolab.git_sha": git_sha(),
+            "isolab.pid": str(os.getpid()),
+            "isolab.host": os.uname().nodename,
+            "mlflow.runName": run_name,
+        }
+        run = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags)
+        self.run_id = run.info.run_id
+        self._buffer: list[Metric] = []
+        self._last_flush = time.monotonic()
+
+    def log_params(self, params: dict[str, Any]) -> None:
+        items = [Param(k, _param_str(v)) for k, v in sorted(params.items())]
+        for i in range(0, len(items), 100):
+            self.client.log_batch(self.run_id, params=items[i : i + 100])
+
+    def set_tags(self, tags: dict[str, str]) -> None:
+        self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        now_ms = int(time.time() * 1000)
+        for key, value in metrics.items():
+            if value is None:
+                continue
+            self._buffer.append(Metric(mlflow_key(key), float(value), now_ms, step))
+        if time.monotonic() - self._last_flush > FLUSH_EVERY_S:
+            self.flush()
+
+    def flush(self) -> None:
+        while self._buffer:
+            chunk, self._buffer = self._buffer[:1000], self._buffer[1000:]
+            self.client.log_batch(self.run_id, metrics=chunk)
+        self._last_flush = time.monotonic()
+
+    def log_dict(self, data: Any, artifact_file: str) -> None:
+        self.client.log_dict(self.run_id, data, artifact_file)
+
+    def log_figure(self, figure, artifact_file: str) -> None:
+        self.client.log_figure(self.run_id, figure, artifact_file)
+
+    def end(self, status: str = "FINISHED") -> None:
+        """Flush and close the run; status FINISHED, FAILED or KILLED."""
+        try:
+            self.flush()
+        finally:
+            self.client.set_terminated(self.run_id, status=status)
+
+
+def _param_str(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 6000 else text[:5997] + "..."
+
+
+def mlflow_key(key: str) -> str:
+    """MLflow's name for an isolab metric: MLflow rejects `@`, so `eval/avg@4` → `eval/avg_at_4`."""
+    return key.replace("@", "_at_")
+
+
+def canonical_key(key: str) -> str:
+    """Inverse of `mlflow_key`: `eval/best_at_4` → `eval/best@4`."""
+    return key.replace("_at_", "@")
+
+
+def find_runs(experiment: str, uri: str | None = None, run_key: str | None = None) -> list:
+    """Runs of `experiment` (optionally one run key), newest first."""
+    c = client(uri)
+    exp = c.get_experiment_by_name(experiment)
+    if exp is None:
+        return []
+    filt = f"tags.`{RUN_KEY_TAG}` = '{run_key}'" if run_key else ""
+    return c.search_runs(
+        [exp.experiment_id],
+        filter_string=filt,
+        max_results=50000,
+        order_by=["attributes.start_time DESC"],
+    )
+
+
+def mark_failed(run_id: str, uri: str | None = None) -> None:
+    client(uri).set_terminated(run_id, status=RunStatus.to_string(RunStatus.FAILED))

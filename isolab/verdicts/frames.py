@@ -1,0 +1,54 @@
+"""Runs tables as the verdicts read them: each run's configuration, its final evaluation, the
+evaluations after training began, and the seed variance within configurations."""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+
+from isolab.config import config_columns
+
+RUN = "run_key"
+
+
+def run_column(df: pl.DataFrame) -> str:
+    return RUN if RUN in df.columns else "run_id"
+
+
+def with_cell(df: pl.DataFrame) -> pl.DataFrame:
+    """`cell`: the configuration of each row (every config column present but the seed)."""
+    cols = [c for c in config_columns() if c in df.columns and df[c].n_unique() > 1]
+    if not cols:
+        return df.with_columns(cell=pl.lit("all"))
+    return df.with_columns(
+        cell=pl.concat_str([pl.col(c).cast(pl.String) for c in cols], separator="|")
+    )
+
+
+def final_rows(df: pl.DataFrame, metric: str) -> pl.DataFrame:
+    """Each run's last evaluation with a finite `metric`."""
+    key = run_column(df)
+    ok = df.filter(pl.col(metric).is_finite())
+    return ok.filter(pl.col("step") == pl.col("step").max().over(key))
+
+
+def trained_rows(df: pl.DataFrame, metric: str) -> pl.DataFrame:
+    """Evaluations after training began (step > 0): every run starts from the same base, so its
+    step-0 evaluation carries no effect of the configuration."""
+    return df.filter(pl.col(metric).is_finite() & (pl.col("step") > 0))
+
+
+def pooled_seed_variance(rows: pl.DataFrame, metric: str) -> tuple[float, int]:
+    """Within-configuration variance of `metric` over runs (one row per run), pooled over
+    configurations, and its degrees of freedom Σ (seeds − 1): training + evaluation noise."""
+    cells = (
+        with_cell(rows)
+        .group_by("cell")
+        .agg(pl.col(metric).var(ddof=1).alias("var"), pl.len().alias("n"))
+    )
+    cells = cells.filter(pl.col("n") > 1)
+    dof = int((cells["n"] - 1).sum()) if cells.height else 0
+    if dof == 0:
+        return math.nan, 0
+    return float(((cells["n"] - 1) * cells["var"]).sum() / dof), dof

@@ -1,0 +1,52 @@
+"""isolab's imports go one way: the checker passes on the package and catches what it must."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _checker():
+    spec = importlib.util.spec_from_file_location("check_layers", REPO / "scripts/check_layers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_package_is_layered_without_cycles():
+    assert _checker().check() == []
+
+
+@pytest.fixture
+def copy(tmp_path) -> Path:
+    dest = tmp_path / "isolab"
+    shutil.copytree(REPO / "isolab", dest, ignore=shutil.ignore_patterns("presets", "__pycache__"))
+    return dest
+
+
+def _append(path: Path, code: str) -> None:
+    path.write_text(path.read_text() + "\n\n" + code + "\n")
+
+
+def test_a_lazy_import_of_the_cli_from_the_library_is_caught(copy):
+    _append(copy / "metrics.py", "def f():\n    from isolab.cli.common import fail\n")
+    assert any("imports the command line" in p for p in _checker().check(copy))
+
+
+def test_an_import_up_the_layers_is_caught(copy):
+    _append(copy / "models" / "weights.py", "def f():\n    from isolab.rl import train\n")
+    assert any(
+        "isolab.models.weights (layer 4) imports isolab.rl.train" in p
+        for p in _checker().check(copy)
+    )
+
+
+def test_a_cycle_inside_one_layer_is_caught(copy):
+    _append(copy / "config.py", "def f():\n    import isolab.paths\n")
+    _append(copy / "paths.py", "def g():\n    from isolab import config\n")
+    assert any(p.startswith("import cycle") and "isolab.paths" in p for p in _checker().check(copy))

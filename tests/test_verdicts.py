@@ -1,0 +1,107 @@
+"""Verdicts you can trust: each claim's test rarely calls a world with no effect, finds a planted
+one, and reports machine-readable records (a small run of benchmarks/verdict_calibration.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from isolab import study
+from isolab.synthetic import null_means, simulate_world
+from isolab.verdicts import CLAIMS, Verdict, decide
+from isolab.verdicts.calibration import calibrate
+from isolab.verdicts.model import holm, min_detectable
+from isolab.verdicts.tests import compare_arms, curve_interaction
+
+
+def _design(name: str) -> dict[str, pl.DataFrame]:
+    s = study.get(name)
+    return {w: pl.read_parquet(study.snapshot_dir(s, "cpu", w) / "runs.parquet") for w in s.sweeps}
+
+
+def test_the_call_needs_significance_and_reads_the_sign():
+    assert decide(0.1, 0.01, "> 0") == "agrees"
+    assert decide(-0.1, 0.01, "> 0") == "disagrees"
+    assert decide(0.1, 0.2, "> 0") == "inconclusive"
+    assert decide(-0.1, 0.01, "≠ 0") == "agrees"
+    assert decide(math.nan, 0.01, "> 0") == "inconclusive"
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    from statsmodels.stats.multitest import multipletests
+
+    p = np.random.default_rng(0).uniform(0, 0.2, 12)
+    assert holm(list(p)) == pytest.approx(list(multipletests(p, method="holm")[1]))
+    # 80% power at α = 0.04 (the tests' level) with a known SE: (2.054 + 0.842) · SE
+    assert min_detectable(1.0) == pytest.approx(2.8956, abs=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("claim_id", "min_found"),
+    [
+        ("nstar.grows_easy", 24),
+        ("bestk.worst_easy", 18),
+        ("nvsbp.more_n_with_steps", 20),
+        ("healthy.kl_entropy_easy", 0),  # 2 seeds per arm: the design detects little (power)
+    ],
+)
+def test_null_worlds_are_rarely_called_and_planted_ones_are_found(claim_id, min_found):
+    """60 worlds without an effect on the study's committed design and noise: at most 7 calls
+    (the benchmark, with 400 worlds, holds every claim at ≤ 5%); 30 with the planted effect:
+    found as often as the design allows, and never called the other way."""
+    data = _design(CLAIMS[claim_id].study)
+    null = calibrate(claim_id, data, 60, planted=False, seed=7)
+    assert null["agrees"] + null["disagrees"] <= 7, dict(null)
+    found = calibrate(claim_id, data, 30, planted=True, seed=7)
+    assert found["agrees"] >= min_found and found["disagrees"] == 0, dict(found)
+
+
+def test_a_comparison_of_arms_finds_a_planted_gap_with_enough_seeds():
+    """compare_arms on a design of 4 arms × 4 seeds: a gap of 4 seed SDs is found, none is not."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for arm, gap in (("on", 0.08), ("off", 0.0), ("x", 0.0), ("y", 0.0)):
+        for seed in range(4):
+            value = 0.5 + gap + 0.02 * rng.standard_normal()
+            rows.append((f"{arm}{seed}", arm, seed, 1, 0.5, 64, 8))
+            rows.append((f"{arm}{seed}", arm, seed, 10, value, 64, 8))
+    cols = ["run_key", "recipe", "seed", "step", "eval/avg@4", "eval_problems", "eval_k_samples"]
+    df = pl.DataFrame(rows, schema=cols, orient="row")
+    found = compare_arms(df, "eval/avg@4", "recipe", "on", "off")
+    assert found.p_value < 0.01 and found.interval[0] < 0.08 < found.interval[1]
+    none = compare_arms(df, "eval/avg@4", "recipe", "x", "y")
+    assert none.p_value > 0.04 and none.extra["runs_a"] == 4
+
+
+def test_a_comparison_without_seed_replicates_refuses_to_call():
+    df = _design("healthy-recipe")["regularisers"].filter(pl.col("seed") == 0)
+    result = compare_arms(df, "eval/avg@4", "recipe", "kl_entropy", "none")
+    assert not result.ran and "training noise is unmeasured" in result.note
+
+
+def test_the_interaction_test_recovers_a_planted_sign_on_a_clean_world():
+    design = _design("nstar")["main"].filter(pl.col("split") == "easy")
+    means = null_means(design, ["eval/avg@4"], ("split",))
+    xn = np.log2(design["n"].to_numpy()) - 3
+    xc = np.log2(design["compute/rollouts"].to_numpy().clip(1)) - 11
+    effect = {"eval/avg@4": -0.004 * xn * xc * (design["step"] > 0).to_numpy()}
+    world = simulate_world(means, {"eval/avg@4": (0.005, 0.005)}, seed=3, effect=effect)
+    result = curve_interaction(world, "eval/avg@4", "n", covariates=("B_p",))
+    assert result.interval[0] < -0.004 < result.interval[1] and result.p_value < 1e-3
+
+
+def test_every_committed_study_reports_machine_readable_verdicts(tmp_path, monkeypatch):
+    for name in study.STUDIES:
+        report = study.analyse(name, _design(name), "cpu")  # the committed snapshots
+        assert report.verdicts and all(isinstance(v, Verdict) for v in report.verdicts)
+        monkeypatch.setenv("ISOLAB_RESULTS_DIR", str(tmp_path))
+        out = study.save(name, "cpu", report, log=False)
+        monkeypatch.delenv("ISOLAB_RESULTS_DIR")
+        saved = json.loads((out / "findings.json").read_text())["verdicts"]
+        for v in saved:
+            assert {"claim", "split", "call", "statistic", "p_value", "interval",
+                    "min_detectable_effect"} <= set(v)  # fmt: skip
+            assert v["call"] in ("agrees", "disagrees", "inconclusive")
+        assert report.versus_paper == [v.sentence() for v in report.verdicts]
