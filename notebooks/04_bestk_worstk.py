@@ -1,7 +1,9 @@
 # ---
 # jupyter:
 #   jupytext:
+#     cell_metadata_filter: -papermill,-execution,-ExecuteTime
 #     formats: ipynb,py:percent
+#     notebook_metadata_filter: -papermill,-widgets,-language_info
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -13,7 +15,7 @@
 #     name: python3
 # ---
 
-# %% [markdown] papermill={"duration": 0.003745, "end_time": "2026-12-01T00:17:32.137001+00:00", "exception": false, "start_time": "2026-12-01T00:17:32.133256+00:00", "status": "completed"}
+# %% [markdown]
 # # 04 · best@k and worst@k: how the metric moves n\*
 #
 # **Question.** More rollouts per problem can buy *coverage* (some sample right: best@4) or
@@ -26,44 +28,48 @@
 # **Data.** The runs of study `nstar` (notebook 02), re-analysed under three metrics; nothing
 # new is trained when its snapshot exists.
 
-# %% papermill={"duration": 0.014238, "end_time": "2026-12-01T00:17:32.154244+00:00", "exception": false, "start_time": "2026-12-01T00:17:32.140006+00:00", "status": "completed"} tags=["parameters"]
+# %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | gpu
 workers = 2  # runs at once, when the nstar sweep has to run
 rerun = False  # True: run the sweep even when runs/nstar/<scale>/ holds a snapshot
 
-# %% papermill={"duration": 6.404768, "end_time": "2026-12-01T00:17:38.563764+00:00", "exception": false, "start_time": "2026-12-01T00:17:32.158996+00:00", "status": "completed"}
+# %%
 # %matplotlib inline
 from isolab import study
 
 effect = study.get("bestk-worstk")
 study.describe(effect, scale)
 
-# %% papermill={"duration": 2.014865, "end_time": "2026-12-01T00:17:40.581478+00:00", "exception": false, "start_time": "2026-12-01T00:17:38.566613+00:00", "status": "completed"}
+# %%
 data = study.collect(effect, scale, workers=workers, rerun=rerun)
 report = study.analyse(effect, data, scale)
 
-# %% [markdown] papermill={"duration": 0.002545, "end_time": "2026-12-01T00:17:40.586897+00:00", "exception": false, "start_time": "2026-12-01T00:17:40.584352+00:00", "status": "completed"}
+# %% [markdown]
 # ## n\*(C) under each metric
 # The fitted n\*(C) per metric; where a metric's curve sits higher, a larger n pays under it.
 
-# %% papermill={"duration": 0.681429, "end_time": "2026-12-01T00:17:41.270606+00:00", "exception": false, "start_time": "2026-12-01T00:17:40.589177+00:00", "status": "completed"}
+# %%
 report.figure("metric_effect")
 
-# %% [markdown] papermill={"duration": 0.003506, "end_time": "2026-12-01T00:17:41.279881+00:00", "exception": false, "start_time": "2026-12-01T00:17:41.276375+00:00", "status": "completed"}
+# %% [markdown]
 # ## Each metric against n at the full budget
 # For each n its best B_p (by avg@4); the slope against log2 n is what n buys per doubling.
 
-# %% papermill={"duration": 0.481989, "end_time": "2026-12-01T00:17:41.766093+00:00", "exception": false, "start_time": "2026-12-01T00:17:41.284104+00:00", "status": "completed"}
+# %%
 report.figure("by_n")
 
-# %% papermill={"duration": 0.022251, "end_time": "2026-12-01T00:17:41.792886+00:00", "exception": false, "start_time": "2026-12-01T00:17:41.770635+00:00", "status": "completed"}
+# %%
 report.tables["saturation_easy"]
 
-# %% [markdown] papermill={"duration": 0.004621, "end_time": "2026-12-01T00:17:41.802567+00:00", "exception": false, "start_time": "2026-12-01T00:17:41.797946+00:00", "status": "completed"}
+# %% [markdown]
 # ## What these runs say
+# Computed from the runs (nothing here is pre-written). Each claim of the papers is a stated
+# test (`isolab.verdicts`): it agrees or disagrees only when the data reject "no effect" at 4%
+# (a level calibrated to keep false calls under 5%), else it is inconclusive and says what
+# effect the design could have detected:
 
-# %% papermill={"duration": 0.013438, "end_time": "2026-12-01T00:17:41.821478+00:00", "exception": false, "start_time": "2026-12-01T00:17:41.808040+00:00", "status": "completed"}
+# %%
 print(report.summary_text())
 
-# %% papermill={"duration": 2.495288, "end_time": "2026-12-01T00:17:44.320910+00:00", "exception": false, "start_time": "2026-12-01T00:17:41.825622+00:00", "status": "completed"}
+# %%
 study.save(effect, scale, report)

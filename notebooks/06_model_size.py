@@ -1,7 +1,9 @@
 # ---
 # jupyter:
 #   jupytext:
+#     cell_metadata_filter: -papermill,-execution,-ExecuteTime
 #     formats: ipynb,py:percent
+#     notebook_metadata_filter: -papermill,-widgets,-language_info
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -56,6 +58,10 @@ report.tables["best_per_model"]
 
 # %% [markdown]
 # ## What these runs say
+# Computed from the runs (nothing here is pre-written). Each claim of the papers is a stated
+# test (`isolab.verdicts`): it agrees or disagrees only when the data reject "no effect" at 4%
+# (a level calibrated to keep false calls under 5%), else it is inconclusive and says what
+# effect the design could have detected:
 
 # %%
 print(report.summary_text())
