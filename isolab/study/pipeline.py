@@ -257,13 +257,12 @@ def _json_default(value: Any) -> Any:
 def log_analysis(experiment: str, paths: list[Path], tracking_uri: str | None = None) -> None:
     """Files as the artifacts of an `analysis` run of `experiment`: PNGs under figures/, the
     rest under tables/."""
-    from mlflow.tracking import MlflowClient
 
     from isolab import tracking
     from isolab.tracking.runs import KIND_TAG
 
     uri = tracking.resolve_uri(tracking_uri)
-    client = MlflowClient(tracking_uri=uri)
+    client = tracking.client(uri)
     run = client.create_run(
         tracking.experiment_id(experiment, uri), run_name="analysis", tags={KIND_TAG: "analysis"}
     )

@@ -68,7 +68,7 @@ def _client(tracking_uri: str | None, must_exist: bool) -> tuple[Any, str]:
                 "MLFLOW_TRACKING_URI at the store, or pass a snapshot folder (with runs.parquet)."
             )
     uri = tracking.resolve_uri(tracking_uri)
-    return MlflowClient(tracking_uri=uri), uri
+    return MlflowClient(tracking_uri=tracking.store.ready(uri)), uri
 
 
 def is_snapshot(source: str | os.PathLike[str]) -> bool:

@@ -34,14 +34,14 @@ FLUSH_EVERY_S = 5.0
 
 
 def resolve_uri(uri: str | None = None) -> str:
-    """Explicit URI, else `MLFLOW_TRACKING_URI`, else SQLite at `runs/mlflow.db` (absolute);
-    a SQLite store is created and migrated first (`ready`)."""
+    """Explicit URI, else `MLFLOW_TRACKING_URI`, else SQLite at `runs/mlflow.db` (absolute).
+    Nothing is created: a client (`client`) makes a SQLite store `ready` on first use."""
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI")
-    if not uri:
-        db = default_db()
-        db.parent.mkdir(parents=True, exist_ok=True)
-        uri = f"sqlite:///{db.resolve()}"
-    return ready(uri)
+    if uri:
+        return uri
+    db = default_db()
+    db.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{db.resolve()}"
 
 
 _READY: set[str] = set()
@@ -77,13 +77,13 @@ def artifact_root(uri: str) -> str | None:
 
 
 def client(uri: str | None = None) -> MlflowClient:
-    return MlflowClient(tracking_uri=resolve_uri(uri))
+    return MlflowClient(tracking_uri=ready(resolve_uri(uri)))
 
 
 def experiment_id(name: str, uri: str | None = None) -> str:
     """Id of experiment `name`, created (with artifacts beside the store) when missing."""
     uri = resolve_uri(uri)
-    c = MlflowClient(tracking_uri=uri)
+    c = client(uri)
     exp = c.get_experiment_by_name(name)
     if exp is not None:
         return exp.experiment_id
@@ -120,7 +120,7 @@ class RunLogger:
 
     def __init__(self, experiment: str, run_name: str, run_key: str, uri: str | None = None):
         self.uri = resolve_uri(uri)
-        self.client = MlflowClient(tracking_uri=self.uri)
+        self.client = client(self.uri)
         self.experiment_id = experiment_id(experiment, self.uri)
         tags = {
             RUN_KEY_TAG: run_key,
