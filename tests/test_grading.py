@@ -59,6 +59,28 @@ def test_gsm8k_gold_solutions_all_graded_correct():
     assert correct == 1319
 
 
+#: How real completions end: a marked answer followed by checks, units, markdown, LaTeX.
+STYLES = [
+    "The answer is {gold}. Let me double-check: 2+2=4.",
+    "**Answer:** {gold}\n\nCheck: 3 * 4 = 12, 12 + 1 = 13.",
+    "Final answer: ${gold} in total (paid over 12 months).",
+    "So she has {gold} apples.\n\n### Final Answer\nThe answer is {gold} apples. Verified in 2 steps.",
+    "Putting it together, the answer is $\\boxed{{{gold}}}$. Sanity check: 10 - 3 = 7.",
+    "#### {gold}\n\nNote: step 3 used 7 * 6 = 42.",
+]
+
+
+@needs_data
+@pytest.mark.parametrize("style", STYLES, ids=range(len(STYLES)))
+def test_gsm8k_marked_answers_win_over_trailing_numbers(style):
+    """Every gold answer of the GSM8K test set, written in each completion style, grades
+    correct; with the gold answer off by one it grades wrong."""
+    problems = gsm8k.load_problems("test", data_dir=DATA_DIR)
+    right = sum(gsm8k.verify(style.format(gold=p.answer), p.answer) for p in problems)
+    wrong = sum(gsm8k.verify(style.format(gold=int(p.answer) + 1), p.answer) for p in problems)
+    assert (right, wrong) == (len(problems), 0)
+
+
 @needs_data
 def test_math500_gold_answers_match_their_solutions_boxed_answer():
     rows = _rows("math500/test.jsonl")
@@ -180,6 +202,11 @@ def test_math_equal_accepts_equivalent_forms(pred, gold):
         ("#### 18\n\nWait, it is #### 20", "18", False),  # the last answer counts
         ("\\boxed{18} ... actually \\boxed{19", "18", False),  # truncated last box
         ("I do not know.", "18", False),
+        ("The answer is 18. Let me double-check: 2+2=4.", "18", True),  # marked beats trailing
+        ("**Answer:** 18 dollars\n\nCheck: 3 × 4 = 12 ✓", "18", True),
+        ("Final answer: $1,450,000. (That is 1450 thousands.)", "1450000", True),
+        ("The answer is 17. Let me double-check: 2+2=4.", "18", False),
+        ("So the answer is -3 degrees; earlier it was 5.", "-3", True),
     ],
 )
 def test_gsm8k_verify(completion, gold, expected):

@@ -17,8 +17,15 @@ from isolab import paths
 from isolab.cli.analysis import register
 from isolab.config import RunConfig
 from isolab.synthetic import make_isocompute_runs, make_rho_runs
-from isolab.tracking import RunLogger
-from isolab.tracking.runs import KIND_TAG, export_runs, import_runs, is_snapshot, load_runs
+from isolab.tracking import RUN_KEY_TAG, RunLogger
+from isolab.tracking.runs import (
+    KIND_TAG,
+    export_runs,
+    import_runs,
+    is_snapshot,
+    load_history,
+    load_runs,
+)
 
 STUDY = "unit-study"
 
@@ -119,6 +126,70 @@ def test_snapshot_roundtrip_through_parquet_and_mlflow(store: dict, tmp_path: Pa
     assert import_runs(snap, tracking_uri=uri2)[1:] == (0, 2)  # idempotent
 
 
+def test_import_keeps_every_metric_its_times_and_the_sweep_parent(store: dict, tmp_path: Path):
+    """With history.parquet an import keeps TRL's curves (loss, reward) at their steps and
+    timestamps, each run's start and end time, and nests the runs under the sweep's parent."""
+    uri = store["uri"]
+    df = load_runs(STUDY, tracking_uri=uri)
+    snap = export_runs(df, tmp_path / "snap", history=load_history(STUDY, tracking_uri=uri))
+    assert (snap / "history.parquet").exists()
+    uri2 = f"sqlite:///{tmp_path}/back.db"
+    assert import_runs(snap, tracking_uri=uri2)[1] == 2
+    src, dst = MlflowClient(uri), MlflowClient(uri2)
+    exp = dst.get_experiment_by_name(STUDY)
+    (parent,) = dst.search_runs([exp.experiment_id], "tags.`isolab.kind` = 'sweep'")
+    children = [
+        r for r in dst.search_runs([exp.experiment_id]) if r.info.run_id != parent.info.run_id
+    ]
+    assert len(children) == 2
+    original = {
+        r.data.tags[RUN_KEY_TAG]: r for r in (src.get_run(i) for i in store["ids"].values())
+    }
+    for run in children:
+        assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        old = original[run.data.tags[RUN_KEY_TAG]]
+        assert (run.info.start_time, run.info.end_time) == (old.info.start_time, old.info.end_time)
+        for key in ("loss", "reward", "eval/avg_at_4", "flops_step/total"):
+            if key not in old.data.metrics:
+                continue
+            mine = {
+                (m.step, m.value, m.timestamp) for m in dst.get_metric_history(run.info.run_id, key)
+            }
+            theirs = {
+                (m.step, m.value, m.timestamp) for m in src.get_metric_history(old.info.run_id, key)
+            }
+            assert mine == theirs, key
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "random", "bad-json", "bad-status"])
+def test_a_corrupt_snapshot_imports_nothing(store: dict, tmp_path: Path, damage: str) -> None:
+    df = load_runs(STUDY, tracking_uri=store["uri"], statuses=None)
+    snap = export_runs(df, tmp_path / "snap")
+    runs = snap / "runs.parquet"
+    if damage == "truncated":
+        runs.write_bytes(runs.read_bytes()[: runs.stat().st_size // 2])
+    elif damage == "empty":
+        runs.write_bytes(b"")
+    elif damage == "random":
+        runs.write_bytes(np.random.default_rng(0).bytes(4096))
+    elif damage == "bad-json":
+        (snap / "snapshot.json").write_text("{not json")
+    else:  # a bad value in the last run: nothing of the earlier runs may be created either
+        last = df["run_key"].unique(maintain_order=True)[-1]
+        df.with_columns(
+            pl.when(pl.col("run_key") == last)
+            .then(pl.lit("WEIRD"))
+            .otherwise("status")
+            .alias("status")
+        ).write_parquet(runs)
+    uri2 = f"sqlite:///{tmp_path}/nothing.db"
+    with pytest.raises(ValueError, match="snapshot|status|JSON"):
+        import_runs(snap, tracking_uri=uri2)
+    client = MlflowClient(uri2)
+    exp = client.get_experiment_by_name(STUDY)
+    assert exp is None or not client.search_runs([exp.experiment_id])
+
+
 def test_synthetic_store_roundtrip_keeps_every_value(tmp_path: Path) -> None:
     df = make_isocompute_runs(seeds=1, max_runs=6, eval_points=12)
     snap = export_runs(df, tmp_path / "snap")
@@ -178,13 +249,16 @@ def test_cli_frontier_on_a_snapshot_writes_its_own_folder_and_logs_when_asked(
     figs = {p.name for p in (out / "figures").glob("*.png")}
     assert figs == {"frontier.png", "n_star.png", "metric_effect.png", "tradeoff.png"}
     assert (out / "findings.md").exists() and not Path("runs/iso/figures").exists()
-    # the figures are artifacts of an analysis run, which load_runs leaves out
+    # the figures are logged on the sweep's parent run, which load_runs leaves out
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("synthetic-isocompute")  # the snapshot's experiment
     (run,) = client.search_runs([exp.experiment_id])
-    assert run.data.tags[KIND_TAG] == "analysis"
-    logged = {a.path for a in client.list_artifacts(run.info.run_id, "figures")}
-    assert "figures/n_star.png" in logged
+    assert run.data.tags[KIND_TAG] == "sweep"
+    where = "analysis/synthetic-isocompute"  # analysis/<report>/
+    logged = {a.path for a in client.list_artifacts(run.info.run_id, f"{where}/figures")}
+    assert f"{where}/figures/n_star.png" in logged
+    tables = {a.path for a in client.list_artifacts(run.info.run_id, f"{where}/tables")}
+    assert f"{where}/tables/metric_effect.json" in tables  # log_table: the UI shows it
 
     res = runner.invoke(app, ["frontier", "runs/rho", "--n-boot", "0", "--out", "rho-out"])
     assert res.exit_code == 0, res.output

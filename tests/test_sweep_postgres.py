@@ -110,7 +110,8 @@ def test_part_of_the_smoke_study_on_a_postgres_backed_server(isolab_cache, postg
     with mlflow_server(postgres_url, tmp_path / "artifacts", log_file=log) as uri:
         app = typer.Typer()
         cli_sweep.register(app)
-        args = ["sweep", "run", str(spec_path), "--workers", "2", "--tracking-uri", uri]
+        # inline: the store is the subject here, not the workers (whose start-up costs ~20 s)
+        args = ["sweep", "run", str(spec_path), "--backend", "inline", "--tracking-uri", uri]
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 0, result.output + log.read_text()[-3000:]
         assert "2 finished, 0 failed" in result.output

@@ -88,11 +88,30 @@ def test_smoke_study_with_two_workers(isolab_cache, tracking_uri, plan):
     assert result.output.count("✓") == 12
     first = assert_complete(plan, tracking_uri)
     print(f"12-point smoke study, --workers 2: {wall:.1f} s")
+    assert_mlflow_native(tracking_uri, first)
 
     again = cli("run", str(SMOKE), "--workers", "2", "--tracking-uri", tracking_uri)
     assert again.exit_code == 0, again.output
     assert "12 finished (skipped)" in again.output and "0 to run" in again.output
     assert assert_complete(plan, tracking_uri) == first
+
+
+def assert_mlflow_native(uri: str, run_ids: dict[str, str]) -> None:
+    """The sweep is a parent run with every point its child; the experiment opens on its runs
+    table; each run records its code's commit and its problem splits as dataset inputs."""
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("smoke")
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+    (parent,) = client.search_runs([exp.experiment_id], "tags.`isolab.kind` = 'sweep'")
+    assert parent.data.tags["isolab.sweep"] == "smoke"
+    for run_id in run_ids.values():
+        run = client.get_run(run_id)
+        assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        assert len(run.data.tags["mlflow.source.git.commit"]) == 40
+        inputs = {d.dataset.name: d for d in run.inputs.dataset_inputs}
+        assert set(inputs) == {"arithmetic-easy-train", "arithmetic-easy-eval"}
+        contexts = {d.tags[0].value for d in inputs.values()}
+        assert contexts == {"train", "eval"}
 
 
 def _start(uri: str, log: Path, spec: Path = SMOKE) -> subprocess.Popen:
@@ -172,12 +191,14 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(isolab_cache, tracking_uri,
 
 def test_smoke_study_on_a_local_ray_instance(isolab_cache, tracking_uri, plan):
     pytest.importorskip("ray")
+    # four points, two Ray tasks at a time: the backend end to end, in half the smoke study's time
     result = cli(
-        "run", str(SMOKE), "--backend", "ray", "--workers", "2", "--tracking-uri", tracking_uri
-    )
+        "run", str(SMOKE), "--backend", "ray", "--workers", "2", "--limit", "4",
+        "--tracking-uri", tracking_uri,
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert "12 finished, 0 failed" in result.output
-    assert_complete(plan, tracking_uri)
+    assert "4 finished, 0 failed" in result.output
+    assert_complete(plan, tracking_uri, points=plan.points[:4])
 
 
 def test_ray_cluster_needs_a_tracking_server(tracking_uri, tmp_path):

@@ -117,7 +117,8 @@ def test_plan_command_prints_the_grid_and_the_drops():
         ({"workers": 3}, "workers"),
         ({"name": None}, "name"),
         ({"base": {"M": 10}}, "base.M"),
-        ({"base": {"lr_base": "fast"}}, "base"),
+        ({"base": {"lr_base": "fast"}}, "base.lr_base"),
+        ({"axes": {"n": [2, 2.0, 4]}}, "axes.n"),  # 2.0 is the n 2: a repeat
     ],
 )
 def test_bad_specs_exit_2_naming_the_field_and_start_nothing(tmp_path, changes, field):

@@ -1,8 +1,9 @@
 """The MLflow UI served by `isolab ui`, driven in headless Chromium as a user would browse it.
 
-A real (tiny) training run and an analysis run with a figure are logged to a throwaway SQLite
-store; the test then finds, in the rendered pages, the study's experiment in the experiment
-list, the training run's `flops/total` metric and the figure in the analysis run's artifacts.
+Two real (tiny) training runs are exported as a snapshot and imported into a throwaway SQLite
+store, and an analysis with a figure is logged on the sweep's parent run; the test then finds,
+in the rendered pages, the study's experiment opening on its runs table, the parent run with its
+two children, a child's `flops/total` metric, and the figure in the parent's artifacts.
 
 Setup installs Debian's `chromium` and `chromium-driver` (the driver matches the browser's
 version exactly) when they are missing, as `scripts/ci_services.sh` does; the test skips only
@@ -24,6 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
+import psutil
 import pytest
 from system_packages import apt_install
 
@@ -41,10 +43,18 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 from isolab import tracking  # noqa: E402
 from isolab.config import RunConfig  # noqa: E402
 from isolab.rl.train import train  # noqa: E402
-from isolab.study.pipeline import log_analysis  # noqa: E402
-from isolab.tracking.runs import KIND_TAG  # noqa: E402
+from isolab.study.analyses import Report  # noqa: E402
+from isolab.study.pipeline import log_analysis, save_report  # noqa: E402
+from isolab.tracking.runs import (  # noqa: E402
+    KIND_TAG,
+    export_runs,
+    import_runs,
+    load_history,
+    load_runs,
+)
 
 STUDY = "ui-browser"
+ANALYSIS = "frontier"  # the report's name: its artifacts go under analysis/frontier/
 METRIC = "flops/total"
 FIGURE = "ui_browser_frontier.png"
 FIGURE_PX = (300, 200)  # 3 x 2 inches at 100 dpi
@@ -107,8 +117,9 @@ def _isolab_cmd() -> list[str]:
 
 
 @contextlib.contextmanager
-def _isolab_ui(uri: str, cwd: Path, log: Path) -> Iterator[tuple[str, Callable[[], None]]]:
-    """Start `isolab ui` in its own session; yields its URL and a wait-until-healthy function."""
+def _isolab_ui(uri: str, cwd: Path, log: Path) -> Iterator[tuple[str, Callable, Callable]]:
+    """Start `isolab ui` in its own session; yields its URL, a wait-until-healthy function and
+    a stop function that checks the whole server stops."""
     port = free_port()
     cmd = [*_isolab_cmd(), "ui", "--tracking-uri", uri, "--port", str(port)]
     base = f"http://127.0.0.1:{port}"
@@ -132,17 +143,40 @@ def _isolab_ui(uri: str, cwd: Path, log: Path) -> Iterator[tuple[str, Callable[[
                 pytest.fail(f"`isolab ui` did not answer in {UI_START_S} s:\n{_tail(log)}")
             time.sleep(0.5)
 
+    def stop() -> None:
+        """SIGTERM to `isolab ui` alone, as a process manager sends it: the MLflow server it
+        started (uvicorn and its workers, in a process group of their own) must stop too."""
+        server = psutil.Process(proc.pid).children(recursive=True)
+        assert server, "isolab ui started no server process"
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, _tail(log)
+        _, alive = psutil.wait_procs(server, timeout=15)
+        assert not alive, f"still running after isolab ui stopped: {alive}"
+        with contextlib.suppress(OSError), urllib.request.urlopen(f"{base}/health", timeout=2):
+            pytest.fail("the UI still answers after isolab ui stopped")
+
     try:
-        yield base, wait_healthy
+        yield base, wait_healthy, stop
     finally:
-        # The whole process group: `isolab ui` → `mlflow ui` → uvicorn and job workers.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=15)
+        # Whatever is left if the test failed first: `isolab ui` and the server's group.
+        for child in (
+            psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
+        ):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)  # whatever did not stop on SIGTERM
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def _printed_link(log: Path, name: str) -> str:
+    """The link `isolab ui` printed for experiment `name`."""
+    import re
+
+    text = log.read_text(errors="replace")
+    found = re.search(rf"^\s*{re.escape(name)}\s+(http://127\.0\.0\.1:\S+)", text, re.MULTILINE)
+    assert found, f"`isolab ui` printed no link for {name}:\n{_tail(log)}"
+    return found.group(1)
 
 
 def _tail(path: Path, n: int = 3000) -> str:
@@ -150,7 +184,7 @@ def _tail(path: Path, n: int = 3000) -> str:
 
 
 # ---- data ----------------------------------------------------------------------------------
-def _figure(path: Path) -> Path:
+def _figure():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -158,68 +192,92 @@ def _figure(path: Path) -> Path:
 
     fig, ax = plt.subplots(figsize=(FIGURE_PX[0] / 100, FIGURE_PX[1] / 100), dpi=100)
     ax.plot([1, 2, 4, 8], [0.2, 0.35, 0.45, 0.5], marker="o")
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return fig
+
+
+def _imported_study(tmp_path: Path, uri: str) -> None:
+    """Two real tiny runs trained in a scratch store, exported as a snapshot (with every
+    metric), imported into the UI's store (a sweep parent with its two children), and an
+    analysis with one figure and one table logged on the parent."""
+    scratch = f"sqlite:///{tmp_path / 'scratch.db'}"
+    for n in (2, 4):
+        cfg = RunConfig(
+            experiment=STUDY, model="tiny-m", n=n, B_p=2, M=2,
+            eval_problems=4, eval_k_samples=2, eval_ks=(1, 2),
+        )  # fmt: skip
+        train(cfg, tracking_uri=scratch)
+    df = load_runs(STUDY, tracking_uri=scratch)
+    snap = export_runs(df, tmp_path / "snapshot", history=load_history(STUDY, tracking_uri=scratch))
+    import_runs(snap, tracking_uri=uri)
+    report = Report(ANALYSIS, "", figures={FIGURE.removesuffix(".png"): _figure()})
+    report.tables["by_n"] = df.select("n", "step", "eval/avg@2")
+    log_analysis(STUDY, report, save_report(report, tmp_path / "report"), uri)
 
 
 # ---- the test ------------------------------------------------------------------------------
-def test_mlflow_ui_shows_experiment_flops_metric_and_figure(
+def test_mlflow_ui_lands_on_an_imported_sweep_with_children_metrics_and_figures(
     isolab_cache, tracking_uri, tmp_path, browser
 ):
     # The store and experiment exist before the UI starts, so the UI boots (slow: several
-    # uvicorn workers) while the tiny run trains.
+    # uvicorn workers) while the tiny runs train.
     exp_id = tracking.experiment_id(STUDY, tracking_uri)
     log = tmp_path / "isolab-ui.log"
-    with _isolab_ui(tracking_uri, tmp_path, log) as (base, wait_healthy):
-        cfg = RunConfig(
-            experiment=STUDY, model="tiny-m", n=2, B_p=2, M=2,
-            eval_problems=4, eval_k_samples=2, eval_ks=(1, 2),
-        )  # fmt: skip
-        result = train(cfg, tracking_uri=tracking_uri)
-        png = _figure(tmp_path / FIGURE)
-        log_analysis(STUDY, [png], tracking_uri)
-
+    with _isolab_ui(tracking_uri, tmp_path, log) as (base, wait_healthy, stop):
+        _imported_study(tmp_path, tracking_uri)
         client = MlflowClient(tracking_uri)
-        flops_total = client.get_run(result.run_id).data.metrics[METRIC]
-        (analysis,) = client.search_runs([exp_id], filter_string=f"tags.`{KIND_TAG}` = 'analysis'")
-        train_name = cfg.run_name
-        analysis_name = analysis.info.run_name
+        (parent,) = client.search_runs([exp_id], filter_string=f"tags.`{KIND_TAG}` = 'sweep'")
+        children = client.search_runs(
+            [exp_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'"
+        )
+        assert len(children) == 2
+        child = children[0]
+        flops_total = child.data.metrics[METRIC]
         wait_healthy()
 
         ui = _Page(browser, tmp_path, log)
 
-        # 1. The experiment list shows the study; its link opens the experiment.
-        ui.get(f"{base}/#/experiments")
-        link = ui.wait(
-            EC.element_to_be_clickable((By.XPATH, f"//a[normalize-space()='{STUDY}']")),
-            f"experiment {STUDY!r} in the experiment list",
+        # 1. The link `isolab ui` prints for the study lands on its runs table (not on MLflow's
+        #    GenAI overview), which lists the sweep's parent run.
+        ui.get(_printed_link(log, STUDY))
+        ui.wait(EC.url_contains(f"/experiments/{exp_id}/runs"), f"experiment {STUDY!r} opened")
+        parent_name = parent.info.run_name
+        ui.wait(
+            EC.visibility_of_element_located(
+                (By.XPATH, f"//*[normalize-space(text())='{parent_name}']")
+            ),
+            f"the sweep's parent run {parent_name!r} in the runs table the experiment opens on",
         )
-        ui.check(
-            link.get_attribute("href").endswith(f"/experiments/{exp_id}"),
-            f"experiment link {link.get_attribute('href')!r} does not lead to {exp_id}",
-        )
-        link.click()
-        ui.wait(EC.url_contains(f"/experiments/{exp_id}"), f"experiment {STUDY!r} opened")
 
-        # 2. The runs table (model-training view) lists the training run; its page shows
-        #    flops/total with the logged value.
-        runs_url = f"{base}/#/experiments/{exp_id}/runs?workflowType=machine_learning"
-        ui.get(runs_url)
-        ui.click_text(train_name, f"training run {train_name!r} in the runs table")
-        ui.wait(EC.url_contains(f"/runs/{result.run_id}"), f"run page of {train_name!r}")
+        # 2. The parent expands to its child runs; a child's page shows flops/total.
+        expander = (  # the ⊞ button in the parent's run-name cell
+            f"//*[normalize-space(text())='{parent_name}']/ancestor::*[@role='gridcell'][1]"
+            "//button[contains(@data-component-id, 'runnamecellrenderer')]"
+        )
+        ui.wait(
+            EC.element_to_be_clickable((By.XPATH, expander)),
+            "the expander of the parent's child runs",
+        ).click()
+        for run in children:
+            ui.wait(
+                EC.visibility_of_element_located(
+                    (By.XPATH, f"//*[normalize-space(text())='{run.info.run_name}']")
+                ),
+                f"child run {run.info.run_name!r} under the parent",
+            )
+        ui.click_text(child.info.run_name, f"child run {child.info.run_name!r}")
+        ui.wait(EC.url_contains(f"/runs/{child.info.run_id}"), "the child's run page")
         search = ui.wait(
             EC.visibility_of_element_located(
                 (By.CSS_SELECTOR, "input[placeholder='Search metrics']")
             ),
-            f"the metrics search box of run {train_name!r}",
+            "the metrics search box of the child run",
         )
         search.send_keys(METRIC)  # as a user would among ~60 metrics; the table may be virtual
         name = ui.wait(
             EC.visibility_of_element_located(
                 (By.XPATH, f"//*[@role='row']//*[normalize-space(text())='{METRIC}']")
             ),
-            f"metric {METRIC!r} in the metrics table of run {train_name!r}",
+            f"metric {METRIC!r} in the metrics table of the child run",
         )
         row = name.find_element(By.XPATH, "./ancestor::*[@role='row'][1]")
         cells = [c for c in row.text.splitlines() if c.strip() and c.strip() != METRIC]
@@ -228,13 +286,16 @@ def test_mlflow_ui_shows_experiment_flops_metric_and_figure(
             f"{METRIC} row reads {row.text!r}, expected {flops_total:g}",
         )
 
-        # 3. The analysis run's artifacts hold the figure, and its preview image loads.
-        ui.get(runs_url)
-        ui.click_text(analysis_name, f"analysis run {analysis_name!r} in the runs table")
-        ui.wait(EC.url_contains(f"/runs/{analysis.info.run_id}"), f"run page of {analysis_name!r}")
-        ui.click_text("Artifacts", "the Artifacts tab")
-        ui.click_text("figures", "the figures/ folder in the artifact tree")
-        ui.click_text(FIGURE, f"{FIGURE} in the artifact tree")
+        # 3. The parent's page holds the analysis: the figure's preview loads.
+        ui.get(_printed_link(log, STUDY))
+        ui.click_text(parent_name, f"the parent run {parent_name!r} in the runs table")
+        ui.wait(EC.url_contains(f"/runs/{parent.info.run_id}"), "the parent's run page")
+        ui.click_text("Artifacts", "the Artifacts tab of the parent run")
+        for node in ("analysis", ANALYSIS, "figures", FIGURE):  # not the breadcrumb's links
+            locator = (By.XPATH, f"//*[normalize-space(text())='{node}'][not(ancestor::a)]")
+            ui.wait(
+                EC.element_to_be_clickable(locator), f"{node} in the parent's artifacts"
+            ).click()
         ui.wait(
             lambda d: d.execute_script(
                 "return [...document.images].some(i => i.complete"
@@ -243,6 +304,9 @@ def test_mlflow_ui_shows_experiment_flops_metric_and_figure(
             ),
             f"a loaded {FIGURE_PX[0]}x{FIGURE_PX[1]} preview image of {FIGURE}",
         )
+
+        # 4. SIGTERM to `isolab ui` stops the whole server.
+        stop()
 
 
 def _number(text: str) -> float | None:

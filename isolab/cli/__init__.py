@@ -21,6 +21,24 @@ for group in (models, run, sweep, analysis, study):
     group.register(app)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from isolab import __version__
+
+        typer.echo(f"isolab {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """isolab: where should RL post-training compute go? GRPO runs, a FLOP ledger,
+    iso-compute sweeps and frontier fits, tracked in MLflow."""
+
+
 def main() -> None:
     configure()
     app()

@@ -101,7 +101,7 @@ def frontier_cmd(
         bool,
         typer.Option(
             "--log/--no-log",
-            help="Also log figures and tables to MLflow, as an analysis run of the experiment.",
+            help="Also log figures and tables to MLflow, on the parent run of the experiment's sweep.",
         ),
     ] = False,
     tracking_uri: TrackingUri = None,
@@ -113,7 +113,7 @@ def frontier_cmd(
     tables and findings to an output folder of its own (never into the snapshot). The same
     report as `isolab.study.analyses.frontier.frontier_report`.
     """
-    from isolab.paths import runs_dir
+    from isolab.paths import name_path, runs_dir
     from isolab.study.analyses.frontier import frontier_report
     from isolab.study.pipeline import save_report
     from isolab.tracking.runs import is_snapshot, read_snapshot_meta, snapshot_experiment
@@ -133,7 +133,12 @@ def frontier_cmd(
         if snapshot
         else str(target)
     )
-    out = out or runs_dir() / "frontier" / experiment.replace("/", "--")
+    try:
+        out = out or runs_dir() / "frontier" / name_path(
+            experiment, "experiment"
+        ).as_posix().replace("/", "--")
+    except ValueError as exc:
+        _fail(str(exc))
     console.print(
         f"[bold]{experiment}[/]: {df['run_key'].n_unique() if 'run_key' in df.columns else '?'} "
         f"runs, {df.height} evaluation points"
@@ -147,7 +152,7 @@ def frontier_cmd(
         print_frame(table, name)
     for line in report.summary:
         console.print(line)
-    save_report(report, out, experiment if log else None, tracking_uri)
+    save_report(report, out, [experiment] if log else None, tracking_uri)
     console.print(f"figures and tables → {out}/ ({len(report.figures)} figures)")
     if log:
         console.print(f"logged to MLflow: experiment {experiment!r}, run 'analysis'")
@@ -163,15 +168,21 @@ def export_cmd(
     ] = False,
     tracking_uri: TrackingUri = None,
 ) -> None:
-    """Write a study's runs table as a parquet snapshot (runs.parquet + snapshot.json)."""
-    from isolab.paths import runs_dir
-    from isolab.tracking.runs import export_runs, is_snapshot
+    """Write a study's runs table as a parquet snapshot: runs.parquet (one row per evaluation),
+    history.parquet (every logged metric, TRL's curves too) and snapshot.json."""
+    from isolab.paths import name_path, runs_dir
+    from isolab.tracking.runs import export_runs, is_snapshot, load_history
 
     if is_snapshot(experiment):
         _fail(f"{experiment} is already a snapshot; export takes an MLflow experiment name.")
     df = _load(experiment, tracking_uri, None if all_statuses else ["FINISHED"])
-    dest = dest or runs_dir() / experiment
-    path = export_runs(df, dest, experiment=experiment)
+    try:
+        dest = dest or runs_dir() / name_path(experiment, "experiment")
+    except ValueError as exc:
+        _fail(str(exc))
+    statuses = None if all_statuses else ["FINISHED"]
+    history = load_history(experiment, tracking_uri=tracking_uri, statuses=statuses)
+    path = export_runs(df, dest, experiment=experiment, history=history)
     runs = df["run_key"].n_unique() if "run_key" in df.columns else df["run_id"].n_unique()
     console.print(f"exported {runs} runs, {df.height} evaluation points → {path}/")
 

@@ -41,28 +41,51 @@ def progress() -> Progress:
 
 Overrides = Annotated[
     list[str] | None,
-    typer.Option("--set", help="Override a config field: --set n=16 (repeatable)."),
+    typer.Option(
+        "--set",
+        help="Override a config field: --set n=16, --set extra.grpo.top_p=0.9 (repeatable).",
+    ),
 ]
 
 
 def load_config(path: Path, overrides: list[str]):
-    import yaml
-
+    """The run config at `path` with `--set` overrides applied; exit 2 naming the field."""
     from isolab.config import RunConfig
 
     try:
         cfg = RunConfig.from_yaml(path)
         if overrides:
-            changes = {}
-            for item in overrides:
-                if "=" not in item:
-                    fail(f"--set {item!r}: write FIELD=VALUE, e.g. --set n=16")
-                key, value = item.split("=", 1)
-                changes[key] = yaml.safe_load(value)
-            cfg = RunConfig.from_dict({**asdict(cfg), **changes})
+            cfg = RunConfig.from_dict(with_overrides(asdict(cfg), overrides))
         return cfg
     except (ValueError, FileNotFoundError, TypeError) as exc:
         fail(f"{path}: {exc}")
+
+
+def with_overrides(data: dict, overrides: list[str]) -> dict:
+    """`data` with each `FIELD=VALUE` applied (VALUE read as YAML); a dotted FIELD goes into
+    a mapping, e.g. `extra.grpo.top_p=0.9`."""
+    import copy
+
+    import yaml
+
+    data = copy.deepcopy(data)
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--set {item!r}: write FIELD=VALUE, e.g. --set n=16")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise ValueError(f"--set {item!r}: {text!r} is not a YAML value") from None
+        *parents, leaf = key.strip().split(".")
+        node = data
+        for i, part in enumerate(parents):
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                where = ".".join(parents[: i + 1])
+                raise ValueError(f"--set {item!r}: {where} is not a mapping")
+        node[leaf] = value
+    return data
 
 
 def asdict(cfg) -> dict:

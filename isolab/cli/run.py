@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from pathlib import Path
@@ -114,6 +115,10 @@ def flops(
     )
 
 
+#: The UI's start page for isolab's experiments: the model-training view (runs tables).
+UI_HOME = "#/experiments?workflowType=machine_learning"
+
+
 def ui(
     tracking_uri: TrackingUri = None,
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 5000,
@@ -137,11 +142,55 @@ def ui(
     root = artifact_root(uri)
     if root:
         cmd += ["--default-artifact-root", root]
-    console.print(f"MLflow UI on http://127.0.0.1:{port} (store {uri}); Ctrl-C stops it.")
+    base = f"http://127.0.0.1:{port}"
+    console.print(f"MLflow UI for the store {uri}; Ctrl-C stops it.")
+    # MLflow 3.17 opens an experiment in its GenAI view (traces) unless the link asks for the
+    # model-training one, whatever the experiment's kind tag says: these links land on the
+    # runs tables
+    console.print(f"  experiments   {base}/{UI_HOME}", soft_wrap=True, highlight=False)
+    for exp_id, name in _recent_experiments(uri):
+        link = f"{base}/#/experiments/{exp_id}/runs?workflowType=machine_learning"
+        console.print(f"  {name}   {link}", soft_wrap=True, highlight=False, markup=False)
+    raise typer.Exit(_serve(cmd))
+
+
+def _recent_experiments(uri: str, count: int = 10) -> list[tuple[str, str]]:
+    """(id, name) of the store's most recently updated experiments (none if it cannot be read)."""
+    from isolab.tracking import client
+
     try:
-        raise typer.Exit(subprocess.call(cmd))
-    except KeyboardInterrupt:
-        raise typer.Exit(0) from None
+        found = client(uri).search_experiments(
+            max_results=count + 1, order_by=["last_update_time DESC"]
+        )
+    except Exception:  # noqa: BLE001 - the links are a convenience; the UI still starts
+        return []
+    return [(e.experiment_id, e.name) for e in found if e.name != "Default"][:count]
+
+
+def _serve(cmd: list[str]) -> int:
+    """Run the MLflow server in a process group of its own and stop that whole group (the
+    server, uvicorn and its workers) when this process gets SIGINT, SIGTERM or SIGHUP."""
+    import os
+    import signal
+
+    server = subprocess.Popen(cmd, start_new_session=True)
+
+    def stop(signum, frame) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
+    try:
+        code = server.wait()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.wait(timeout=10)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGKILL)  # whatever ignored SIGTERM
+    return 0 if code in (0, -signal.SIGTERM, -signal.SIGINT) else code
 
 
 def demo(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -99,5 +100,50 @@ def run_cmd(
     console.print(f"figures → {out}/figures/ ({len(report.figures)}), findings → {out}/findings.md")
 
 
+def init_cmd(
+    folder: Annotated[
+        Path, typer.Argument(help="Project folder to lay out (created if missing).")
+    ] = Path("."),
+    force: Annotated[bool, typer.Option(help="Overwrite notebooks already there.")] = False,
+) -> None:
+    """Lay out an isolab project: the six notebooks, the curated study specs and the committed
+    cpu-scale snapshots, and runs/ (the MLflow store and caches go there). Works from an
+    installed isolab, no checkout needed."""
+    import shutil
+
+    from isolab.paths import bundle_dir
+
+    source = bundle_dir()
+    if not (source / "notebooks").is_dir():
+        fail(f"no notebooks at {source}: reinstall isolab (`pip install isolab`).")
+    folder.mkdir(parents=True, exist_ok=True)
+    copied = kept = 0
+    for name in ("notebooks", "studies"):
+        for path in sorted((source / name).rglob("*")):
+            dest = folder / path.relative_to(source)
+            if not path.is_file() or path.suffix not in (".ipynb", ".py", ".yaml"):
+                continue
+            if dest.exists() and not force:
+                kept += 1
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, dest)
+            copied += 1
+    for path in sorted((source / "runs").glob("*/*/*/runs.parquet")):
+        snap = path.parent
+        dest = folder / "runs" / snap.relative_to(source / "runs")
+        if not dest.exists():
+            shutil.copytree(snap, dest, ignore=shutil.ignore_patterns("*.png", "*.csv"))
+            copied += 1
+    (folder / "runs" / "cache").mkdir(parents=True, exist_ok=True)  # marks runs/ as isolab's
+    console.print(
+        f"{folder.resolve()}: {copied} file(s) and snapshot(s) laid out"
+        + (f", {kept} kept (--force overwrites)" if kept else "")
+        + ".\nNext: `isolab study list`, `isolab study run nstar --scale cpu` (re-plots the "
+        "shipped snapshot), or `jupyter lab notebooks/`."
+    )
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(study_app, name="study")
+    app.command("init")(init_cmd)

@@ -161,6 +161,8 @@ def run_cmd(
         fail(f"--backend inline runs one point at a time in this process: drop --workers {workers}")
     if address and backend != "ray":
         fail("--address is for the ray backend: add --backend ray")
+    if limit is not None and limit < 1:
+        fail(f"--limit {limit}: run at least 1 point, or leave --limit out to run them all")
     uri = runner.resolve_uri(tracking_uri)
     if address and uri.startswith("sqlite"):
         fail(

@@ -207,6 +207,7 @@ def plan_run(
     reward_model_config: Any | None = None,
     gradient_checkpointing: bool = False,
     logits_len: int | None = None,
+    old_policy_forward: bool | None = None,
 ) -> dict[str, float]:
     """Planned FLOPs of a GRPO run from expected lengths, under the ledger's names.
 
@@ -219,6 +220,9 @@ def plan_run(
     Args:
         logits_len: LM-head positions per sequence in log-prob passes; default
             ``completion_len`` (TRL's fused head on CUDA).
+        old_policy_forward: whether TRL computes old-policy log-probs; default
+            ``num_iterations > 1``. Generation through vLLM always does (TRL's importance
+            sampling correction of the vLLM–policy mismatch).
 
     Returns:
         ``flops_step/*`` (one step), ``flops/*`` and ``flops_hw/*`` (the run), ``compute/rho``,
@@ -245,7 +249,7 @@ def plan_run(
     ledger.record_generation([prompt_len] * B, [completion_len] * B)
     if reward_model_config is not None:
         ledger.record_reward_model(seq)
-    if num_iterations > 1:
+    if num_iterations > 1 if old_policy_forward is None else old_policy_forward:
         ledger.record_old_policy_forward(seq, logits)
     if beta > 0:
         ledger.record_reference_forward(seq, logits)

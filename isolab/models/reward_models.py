@@ -379,12 +379,13 @@ def _auc(positives: Sequence[float], negatives: Sequence[float]) -> float:
 
 
 # ---- load ----------------------------------------------------------------------------------
-def load(name: str, kind: str):
+def load(name: str, kind: str, trust_remote_code: bool = False):
     """(model, tokenizer) of a reward model: a preset (built on first use), a hub id or a folder.
 
     Presets are scored with `score_steps`, hub models with `score_hub_outcome` (ORM) or
-    `score_hub_steps` (PRM). Hub PRMs (Qwen2.5-Math-PRM-7B) ship their own modelling code (``trust_remote_code``); hub
-    ORMs are ``AutoModelForSequenceClassification``. On CUDA the weights load in bf16.
+    `score_hub_steps` (PRM). Hub PRMs (Qwen2.5-Math-PRM-7B) ship their own modelling code,
+    which runs only with `trust_remote_code` (the run config's `trust_remote_code: true`);
+    hub ORMs are ``AutoModelForSequenceClassification``. On CUDA the weights load in bf16.
     """
     if kind not in KINDS:
         raise ValueError(f"kind = {kind!r}: choose one of {', '.join(KINDS)}.")
@@ -403,14 +404,18 @@ def load(name: str, kind: str):
         model = AutoModelForTokenClassification.from_pretrained(path, attn_implementation="eager")
         return model.eval(), AutoTokenizer.from_pretrained(path)
     cuda = torch.cuda.is_available()
-    kwargs: dict[str, Any] = {"trust_remote_code": True}
+    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
     if cuda:
         kwargs["dtype"] = torch.bfloat16
     try:
-        tok = AutoTokenizer.from_pretrained(name, trust_remote_code=True)
+        tok = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
         cls = AutoModelForSequenceClassification if kind == "orm" else AutoModel
         model = cls.from_pretrained(name, **kwargs).eval()
-    except (OSError, ValueError) as err:
+    except ValueError as err:
+        if not trust_remote_code and "trust_remote_code" in str(err):
+            raise RuntimeError(_REMOTE_CODE.format(name=name)) from None
+        raise RuntimeError(f"cannot load the {kind.upper()} {name!r}: {err}") from err
+    except OSError as err:
         raise RuntimeError(
             f"cannot load the {kind.upper()} {name!r}: {err}\nIt is neither a local folder nor "
             "reachable on the Hugging Face Hub (offline?). Download it where the hub is reachable "
@@ -545,11 +550,22 @@ def _tiny_config(preset: str):
     return config
 
 
+_REMOTE_CODE = (
+    "reward model {name!r} ships its own Python code, which isolab runs only when you say so: "
+    "set `trust_remote_code: true` in the run config if you trust its source (nothing was run)."
+)
+
+
 def _from_hub(load, model_id: str, what: str):
-    """`load(model_id, trust_remote_code=True)`, or an error that says how to get the model."""
+    """`load(model_id)` without running the model's own code (configs and tokenizers need
+    none; planning never runs any), or an error that says how to get the model."""
     try:
-        return load(model_id, trust_remote_code=True)
-    except (OSError, ValueError) as err:
+        return load(model_id, trust_remote_code=False)
+    except ValueError as err:
+        if "trust_remote_code" in str(err):
+            raise RuntimeError(_REMOTE_CODE.format(name=model_id)) from None
+        raise RuntimeError(f"cannot read the {what} of reward model {model_id!r}: {err}") from err
+    except OSError as err:
         raise RuntimeError(
             f"cannot read the {what} of reward model {model_id!r}: {err}\nIt is neither a local "
             "folder nor reachable on the Hugging Face Hub (offline?). Download it where the hub "

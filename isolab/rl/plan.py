@@ -16,6 +16,7 @@ from isolab import models
 from isolab.compute.flops import LoraSpec
 from isolab.compute.ledger import plan_run
 from isolab.config import RunConfig
+from isolab.rl import engines
 from isolab.tasks import arithmetic
 
 
@@ -85,6 +86,7 @@ def plan_config(
         lora=lora_spec(cfg),
         gradient_checkpointing=cfg.gradient_checkpointing,
         reward_model_config=reward_model_config_for(cfg),
+        old_policy_forward=cfg.num_iterations > 1 or engines.engine(cfg) == "vllm",
     )
     return {**plan, "prompt_len": prompt_len, "completion_len": completion_len}
 

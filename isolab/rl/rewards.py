@@ -186,7 +186,9 @@ def _check_raw_preset(model_name: str, task: Task) -> None:
         )
 
 
-def orm(task: Task, reward_model: str | None = None) -> Callable[..., list[float]]:
+def orm(
+    task: Task, reward_model: str | None = None, trust_remote_code: bool = False
+) -> Callable[..., list[float]]:
     """Outcome reward model: P(correct) from a model trained on final-answer labels.
 
     Tiny models: isolab's `tiny-orm` (see `isolab.models.reward_models`; its completion score is the
@@ -203,7 +205,7 @@ def orm(task: Task, reward_model: str | None = None) -> Callable[..., list[float
     preset = models.is_reward_preset(name)
     if preset:
         _check_raw_preset(name, task)
-    model, tok = reward_models.load(name, "orm")
+    model, tok = reward_models.load(name, "orm", trust_remote_code)
 
     def orm_reward(prompts, completions, **kwargs) -> list[float]:
         texts = [completion_text(c) for c in completions]
@@ -219,7 +221,10 @@ def orm(task: Task, reward_model: str | None = None) -> Callable[..., list[float
 
 
 def prm(
-    task: Task, reward_model: str | None = None, aggregation: str = "min"
+    task: Task,
+    reward_model: str | None = None,
+    aggregation: str = "min",
+    trust_remote_code: bool = False,
 ) -> Callable[..., list[float]]:
     """Process reward model: step scores of each completion, aggregated by `min` (Qwen2.5-Math
     practice) or `prod` (Lightman et al. 2023, "Let's Verify Step by Step").
@@ -242,7 +247,7 @@ def prm(
     preset = models.is_reward_preset(name)
     if preset:
         _check_raw_preset(name, task)
-    model, tok = reward_models.load(name, "prm")
+    model, tok = reward_models.load(name, "prm", trust_remote_code)
     score = reward_models.score_steps if preset else reward_models.score_hub_steps
 
     def prm_reward(prompts, completions, **kwargs) -> list[float]:
@@ -298,10 +303,14 @@ def proxy_prm(task: Task, reward_model: str | dict | None = None) -> Callable[..
 
 # ---- selection -----------------------------------------------------------------------------
 def get_reward(
-    name: str, task: Task, reward_model: str | dict | None = None
+    name: str,
+    task: Task,
+    reward_model: str | dict | None = None,
+    trust_remote_code: bool = False,
 ) -> Callable[..., list[float]]:
     """The reward function `name` for `task`; `reward_model` picks a model-based system's model
-    (`RunConfig.extra["reward_model"]`; `None`: `DEFAULT_REWARD_MODELS`)."""
+    (`RunConfig.extra["reward_model"]`; `None`: `DEFAULT_REWARD_MODELS`). A hub model's own code
+    runs only with `trust_remote_code` (`RunConfig.trust_remote_code`)."""
     if name == "sparse":
         return sparse(task)
     if name == "structured":
@@ -309,9 +318,9 @@ def get_reward(
     if name == "dense":
         return dense(task)
     if name == "orm":
-        return orm(task, reward_model)
+        return orm(task, reward_model, trust_remote_code=trust_remote_code)
     if name == "prm":
-        return prm(task, reward_model)
+        return prm(task, reward_model, trust_remote_code=trust_remote_code)
     if name == "proxy-prm":
         return proxy_prm(task, reward_model)
     raise ValueError(f"reward = {name!r}: choose one of {', '.join(REWARDS)}.")

@@ -25,10 +25,12 @@ from isolab import models
 from isolab.compute.ledger import FlopLedger
 from isolab.config import RunConfig
 from isolab.models.reward_models import reward_model_config_for
-from isolab.rl import difficulty
+from isolab.rl import difficulty, engines
 from isolab.rl.evaluate import Evaluator
 from isolab.rl.plan import LORA_TARGETS, lora_spec
 from isolab.rl.rewards import get_reward
+from isolab.tasks import Task
+from isolab.tasks.base import as_text
 from isolab.tracking import BASE_DIGEST_TAG, RunLogger
 
 log = logging.getLogger(__name__)
@@ -47,31 +49,24 @@ class RunResult:
     final_metrics: dict[str, float] = field(default_factory=dict)
 
 
-def use_vllm(cfg: RunConfig) -> bool:
-    """vLLM colocate generation when asked, or on `auto` when CUDA and vllm are both there."""
-    if cfg.generation == "hf":
-        return False
-    has_cuda = torch.cuda.is_available()
-    try:
-        import vllm  # noqa: F401
-
-        has_vllm = True
-    except ImportError:
-        has_vllm = False
-    if cfg.generation == "vllm" and not (has_cuda and has_vllm):
-        raise RuntimeError(
-            "generation = vllm needs CUDA and the vllm package (pip install 'isolab[gpu]'); "
-            "use generation: hf or auto on this machine."
-        )
-    return has_cuda and has_vllm
-
-
-def grpo_args(cfg: RunConfig, output_dir: str, max_completion_tokens: int):
-    """The `GRPOConfig` of a run: the mapping from isolab's names to TRL's."""
+def grpo_args(
+    cfg: RunConfig,
+    output_dir: str,
+    max_completion_tokens: int,
+    max_prompt_tokens: int = 32,
+    max_positions: int | None = None,
+):
+    """The `GRPOConfig` of a run: the mapping from isolab's names to TRL's. vLLM's context is
+    the longest prompt plus the completion cap, within the model's positions."""
     from trl import GRPOConfig
 
     cuda = torch.cuda.is_available()
-    vllm = use_vllm(cfg)
+    context = max_prompt_tokens + max_completion_tokens
+    generation = (
+        engines.vllm_grpo_args(cfg, min(context, max_positions or context))
+        if engines.engine(cfg) == "vllm"
+        else {"use_vllm": False}
+    )
     return GRPOConfig(
         output_dir=output_dir,
         # One optimizer step consumes one generation batch of B = B_p·n completions.
@@ -97,12 +92,17 @@ def grpo_args(cfg: RunConfig, output_dir: str, max_completion_tokens: int):
         disable_tqdm=True,
         use_cpu=not cuda,
         bf16=cuda,
-        use_vllm=vllm,
-        vllm_mode="colocate",
+        **generation,
         dataloader_num_workers=0,
         log_completions=False,
         **cfg.extra.get("grpo", {}),
     )
+
+
+def max_prompt_tokens(task: Task, problems, tokenizer) -> int:
+    """Longest prompt of the training problems in tokens (vLLM sizes its context by it)."""
+    texts = [as_text(task.prompt(p), tokenizer) for p in problems]
+    return max((len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts), default=1)
 
 
 def _lens(mask: torch.Tensor) -> list[int]:
@@ -290,7 +290,12 @@ def train(
         lora=lora_spec(cfg),
         reward_model_config=reward_model_config_for(cfg),
         gradient_checkpointing=cfg.gradient_checkpointing,
-        lora_merged_for_generation=use_vllm(cfg),  # TRL merges adapters before syncing to vLLM
+        lora_merged_for_generation=engines.engine(cfg) == "vllm",  # TRL merges adapters for vLLM
+    )
+    # the reward model loads before the run exists: a model that cannot load (or whose own code
+    # is not trusted) leaves no FAILED run behind
+    reward = timed_reward(
+        get_reward(cfg.reward, task, cfg.extra.get("reward_model"), cfg.trust_remote_code), ledger
     )
     logger = RunLogger(cfg.experiment, cfg.run_name, cfg.run_key, tracking_uri)
     status = "FAILED"
@@ -303,13 +308,17 @@ def train(
                 BASE_DIGEST_TAG: models.digest(cfg.model) or "unrecorded",
             }
         )
+        source = f"{cfg.task} pool of {cfg.pool_size}, {cfg.split} split of {cfg.model}"
+        for context, problems in (("train", train_problems), ("eval", val_problems)):
+            logger.log_split(
+                f"{cfg.task}-{cfg.split}-{context}", context, [p.id for p in problems], source
+            )
         dataset = Dataset.from_dict(
             {
                 "prompt": [task.prompt(p) for p in train_problems],
                 "answer": [p.answer for p in train_problems],
             }
         )
-        reward = timed_reward(get_reward(cfg.reward, task, cfg.extra.get("reward_model")), ledger)
         evaluator = Evaluator(cfg, task, val_problems, tok, ledger)
         trainer_ref: dict[str, Any] = {}
         callback = make_callback(
@@ -323,7 +332,13 @@ def train(
             trainer = make_trainer_class()(
                 model=model,
                 reward_funcs=[reward],
-                args=grpo_args(cfg, out_dir, max_new),
+                args=grpo_args(
+                    cfg,
+                    out_dir,
+                    max_new,
+                    max_prompt_tokens(task, train_problems, tok),
+                    getattr(model.config, "max_position_embeddings", None),
+                ),
                 train_dataset=dataset,
                 processing_class=tok,
                 callbacks=[callback],

@@ -17,6 +17,7 @@ from isolab.study.analyses import Report
 from isolab.study.registry import (
     Study,
     check_scale,
+    find_snapshot,
     get,
     load_spec,
     output_dir,
@@ -58,6 +59,7 @@ def collect(
     from isolab.tracking.runs import (
         export_runs,
         is_snapshot,
+        load_history,
         load_runs,
         read_snapshot_meta,
     )
@@ -67,7 +69,9 @@ def collect(
     out: dict[str, pl.DataFrame] = {}
     for sweep in study.sweeps:
         snap = snapshot_dir(study, scale, sweep)
-        if is_snapshot(snap) and not rerun:
+        found = find_snapshot(study, scale, sweep)
+        if is_snapshot(found) and not rerun:
+            snap = found
             out[sweep] = load_runs(snap)
             _check_snapshot(snap, read_snapshot_meta(snap), study, scale, sweep)
             for sentence in digest_mismatches(out[sweep]):  # the report states it too
@@ -79,7 +83,9 @@ def collect(
         keys = sorted(p.run_key for p in plan.points)
         # only this spec's points: runs of an earlier version of the spec stay out
         df = load_runs(spec.name, tracking_uri=tracking_uri).filter(pl.col("run_key").is_in(keys))
-        export_runs(df, snap, experiment=spec.name, extra_meta={"run_keys": keys})
+        history = load_history(spec.name, tracking_uri=tracking_uri)
+        history = history.filter(pl.col("run_key").is_in(keys))
+        export_runs(df, snap, experiment=spec.name, extra_meta={"run_keys": keys}, history=history)
         out[sweep] = df
     return out
 
@@ -185,41 +191,57 @@ def save(
     log: bool = True,
     tracking_uri: str | None = None,
 ) -> Path:
-    """Write the report under `runs/<study>/<scale>/` and log it to MLflow as the analysis run
-    of experiment `<study>/<scale>` (see `save_report`). Returns the folder."""
+    """Write the report under `runs/<study>/<scale>/` and, with `log`, on the parent run of
+    every sweep it analyses (see `save_report`). Returns the folder."""
     study = get(study) if isinstance(study, str) else study
-    experiment = f"{study.name}/{scale}" if log else None
-    return save_report(report, output_dir(study, scale), experiment, tracking_uri)
+    experiments = [f"{study.data_study}/{scale}/{s}" for s in study.sweeps] if log else None
+    return save_report(report, output_dir(study, scale), experiments, tracking_uri)
 
 
 def save_report(
     report: Report,
     out: Path,
-    experiment: str | None = None,
+    experiments: list[str] | None = None,
     tracking_uri: str | None = None,
 ) -> Path:
     """Write a report's figures (`figures/*.png`), tables (CSV) and findings (JSON, Markdown)
-    into `out`; with `experiment`, also log them as an `analysis` run of that experiment."""
+    into `out`; with `experiments` (sweeps), also log them on each sweep's parent run
+    (`log_analysis`)."""
     figs = out / "figures"
     figs.mkdir(parents=True, exist_ok=True)
-    paths = []
     for name, fig in report.figures.items():
-        path = figs / f"{name}.png"
-        fig.savefig(path, dpi=110, bbox_inches="tight")
-        paths.append(path)
+        fig.savefig(figs / f"{name}.png", dpi=110, bbox_inches="tight")
     for name, table in report.tables.items():
-        path = out / f"{name}.csv"
-        _csv_safe(table).write_csv(path)
-        paths.append(path)
+        _csv_safe(table).write_csv(out / f"{name}.csv")
     (out / "findings.json").write_text(
         json.dumps(_finite(report.findings), indent=2, default=_json_default, allow_nan=False)
         + "\n"
     )
     (out / "findings.md").write_text(report.markdown())
-    paths += [out / "findings.json", out / "findings.md"]
-    if experiment is not None:
-        log_analysis(experiment, paths, tracking_uri)
+    for experiment in experiments or []:
+        log_analysis(experiment, report, out, tracking_uri)
     return out
+
+
+def log_analysis(
+    experiment: str, report: Report, out: Path, tracking_uri: str | None = None
+) -> str:
+    """The report on the parent run of sweep `experiment` (created when missing), under
+    `analysis/<study>/`: figures through `log_figure`, tables through `log_table` (the UI shows
+    both), the findings as files. Returns the parent's run id."""
+    from isolab import tracking
+
+    uri = tracking.resolve_uri(tracking_uri)
+    client = tracking.client(uri)
+    parent = tracking.sweep_parent(experiment, experiment, uri)
+    where = f"analysis/{report.study}"
+    for name, fig in report.figures.items():
+        client.log_figure(parent, fig, f"{where}/figures/{name}.png")
+    for name, table in report.tables.items():
+        client.log_table(parent, _csv_safe(table).to_pandas(), f"{where}/tables/{name}.json")
+    for file in ("findings.json", "findings.md"):
+        client.log_artifact(parent, str(out / file), artifact_path=where)
+    return parent
 
 
 def _csv_safe(df: pl.DataFrame) -> pl.DataFrame:
@@ -252,28 +274,6 @@ def _json_default(value: Any) -> Any:
     if hasattr(value, "item"):
         return value.item()
     return str(value)
-
-
-def log_analysis(experiment: str, paths: list[Path], tracking_uri: str | None = None) -> None:
-    """Files as the artifacts of an `analysis` run of `experiment`: PNGs under figures/, the
-    rest under tables/."""
-
-    from isolab import tracking
-    from isolab.tracking.runs import KIND_TAG
-
-    uri = tracking.resolve_uri(tracking_uri)
-    client = tracking.client(uri)
-    run = client.create_run(
-        tracking.experiment_id(experiment, uri), run_name="analysis", tags={KIND_TAG: "analysis"}
-    )
-    try:
-        for path in paths:
-            sub = "figures" if path.suffix == ".png" else "tables"
-            client.log_artifact(run.info.run_id, str(path), artifact_path=sub)
-        client.set_terminated(run.info.run_id, status="FINISHED")
-    except Exception:
-        client.set_terminated(run.info.run_id, status="FAILED")
-        raise
 
 
 def run(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from isolab.paths import results_root, studies_dir
+from isolab.paths import bundle_dir, results_root, studies_dir
 from isolab.sweep import SweepPlan, SweepSpec, plan_sweep, split_sizes
 
 SCALES = ("smoke", "cpu", "gpu")
@@ -130,8 +130,19 @@ def spec_path(study: Study, scale: str, sweep: str) -> Path:
 
 
 def snapshot_dir(study: Study, scale: str, sweep: str) -> Path:
-    """`runs/<data study>/<scale>/<sweep>/`: the parquet snapshot of one sweep."""
+    """`runs/<data study>/<scale>/<sweep>/`: the parquet snapshot of one sweep, where it is
+    written; `find_snapshot` also finds the one isolab ships."""
     return results_root() / study.data_study / scale / sweep
+
+
+def find_snapshot(study: Study, scale: str, sweep: str) -> Path:
+    """The snapshot to read: the project's (`snapshot_dir`), else the committed one that the
+    installed package carries (`isolab.paths.bundle_dir`), else the project's path (absent)."""
+    from isolab.tracking.runs import is_snapshot
+
+    mine = snapshot_dir(study, scale, sweep)
+    shipped = bundle_dir() / "runs" / study.data_study / scale / sweep
+    return shipped if not is_snapshot(mine) and is_snapshot(shipped) else mine
 
 
 def output_dir(study: Study, scale: str) -> Path:
@@ -164,7 +175,7 @@ def plans(study: Study, scale: str) -> dict[str, SweepPlan]:
 def has_snapshots(study: Study, scale: str) -> bool:
     from isolab.tracking.runs import is_snapshot
 
-    return all(is_snapshot(snapshot_dir(study, scale, s)) for s in study.sweeps)
+    return all(is_snapshot(find_snapshot(study, scale, s)) for s in study.sweeps)
 
 
 def describe(study: Study, scale: str) -> pl.DataFrame:
@@ -186,7 +197,7 @@ def describe(study: Study, scale: str) -> pl.DataFrame:
                 "points": len(plan.points),
                 "budget": budget,
                 "est_serial_min": round(plan.est_wall_s / 60, 1),
-                "snapshot": is_snapshot(snapshot_dir(study, scale, sweep)),
+                "snapshot": is_snapshot(find_snapshot(study, scale, sweep)),
             }
         )
     return pl.DataFrame(rows)

@@ -37,8 +37,10 @@ from isolab.paths import cache_root
 from isolab.sweep.plan import GridPoint, SweepPlan
 from isolab.sweep.store import pending
 from isolab.tracking import (
+    PARENT_ENV,
     find_runs,
     resolve_uri,
+    sweep_parent,
 )
 
 log = logging.getLogger(__name__)
@@ -163,7 +165,26 @@ def setup_process(threads: int, env: dict[str, str], tracking_uri: str | None = 
 def worker_env() -> dict[str, str]:
     """Environment a worker needs to find what this process sees (the absolute model cache)."""
 
-    return {"ISOLAB_CACHE": str(cache_root().resolve())}
+    return {"ISOLAB_CACHE": str(cache_root().resolve()), **_parent_env()}
+
+
+def _parent_env() -> dict[str, str]:
+    """The sweep's parent run, for the workers' runs to be its children."""
+    return {PARENT_ENV: os.environ[PARENT_ENV]} if os.environ.get(PARENT_ENV) else {}
+
+
+@contextlib.contextmanager
+def _children_of(run_id: str):
+    """Runs this process (and the workers it starts) create meanwhile are `run_id`'s children."""
+    before = os.environ.get(PARENT_ENV)
+    os.environ[PARENT_ENV] = run_id
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(PARENT_ENV, None)
+        else:
+            os.environ[PARENT_ENV] = before
 
 
 # ---- local backend ----------------------------------------------------------------------------
@@ -414,7 +435,7 @@ def _execute_ray(
         else:
             kwargs["num_cpus"] = max(1, math.ceil(workers * resources.cpus_per_run))
         ray.init(**kwargs)
-    env = {} if address else worker_env()
+    env = _parent_env() if address else worker_env()
     threads = max(1, int(resources.cpus_per_run))
     task = ray.remote(
         num_cpus=resources.cpus_per_run, num_gpus=resources.gpus_per_run, max_retries=0
@@ -495,15 +516,17 @@ def execute(
 
     started = on_start or (lambda point: None)
     metric = plan.spec.metric
-    if backend == "inline":
-        interrupted = _execute_inline(todo, uri, metric, record, started)
-    elif backend == "local":
-        threads = max(1, int(plan.spec.resources.cpus_per_run))
-        interrupted = _execute_local(todo, uri, metric, workers, threads, record, started)
-    else:
-        interrupted = _execute_ray(
-            todo, uri, metric, workers, plan.spec.resources, address, record, started
-        )
+    parent = sweep_parent(plan.spec.name, plan.spec.name, uri)
+    with _children_of(parent):
+        if backend == "inline":
+            interrupted = _execute_inline(todo, uri, metric, record, started)
+        elif backend == "local":
+            threads = max(1, int(plan.spec.resources.cpus_per_run))
+            interrupted = _execute_local(todo, uri, metric, workers, threads, record, started)
+        else:
+            interrupted = _execute_ray(
+                todo, uri, metric, workers, plan.spec.resources, address, record, started
+            )
     return outcomes, interrupted
 
 

@@ -17,7 +17,6 @@ Example (``studies/smoke.yaml``)::
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,7 +141,7 @@ class SweepSpec:
             raise SpecError("metric", f"{self.metric!r}: pick an evaluation metric, eval/avg@4.")
         if self.resources.cpus_per_run <= 0 or self.resources.gpus_per_run < 0:
             raise SpecError("resources", "cpus_per_run must be > 0 and gpus_per_run ≥ 0.")
-        _check_axes(self.axes, self.base)
+        object.__setattr__(self, "axes", _check_axes(self.axes, self.base))
 
     @property
     def mode(self) -> str:
@@ -216,7 +215,7 @@ def _load_base(base: Any, name: Any, root: Path | None) -> RunConfig:
         if key not in known:
             raise SpecError(f"base.{key}", f"unknown RunConfig field; valid: {sorted(known)}.")
     try:
-        return RunConfig(**{**_coerce(base), "experiment": str(name or "default")})
+        return RunConfig(**{**base, "experiment": str(name or "default")})
     except (ValueError, TypeError) as exc:
         raise SpecError(_field_in(str(exc)), str(exc)) from exc
 
@@ -233,16 +232,18 @@ def _reserved_reason(key: str) -> str:
 
 
 def _axis_values(name: str, values: Any) -> tuple[Any, ...]:
-    """An axis as a tuple, with YAML's string floats (`1e-5`) turned into numbers."""
-    values = values if isinstance(values, list) else [values]
-    return tuple(_coerce({name: v})[name] for v in values)
+    """An axis as a tuple (its values are typed by `_check_axes`)."""
+    return tuple(values if isinstance(values, list) else [values])
 
 
-def _check_axes(axes: dict[str, tuple[Any, ...]], base: RunConfig) -> None:
+def _check_axes(axes: dict[str, tuple[Any, ...]], base: RunConfig) -> dict[str, tuple[Any, ...]]:
+    """The axes with every value typed as its RunConfig field (YAML's `1e-5` is a float, 2.0
+    is the n 2), or SpecError naming the axis."""
     if not axes:
         raise SpecError("axes", "give at least one axis, e.g. axes: {n: [2, 4, 8]}.")
     if "B" in axes and "B_p" in axes:
         raise SpecError("axes.B", "sweep either B (B_p = B / n) or B_p, not both.")
+    out: dict[str, tuple[Any, ...]] = {}
     for name, values in axes.items():
         if name not in AXES:
             reason = _reserved_reason(name) + " " if name in RESERVED_FIELDS else ""
@@ -251,36 +252,28 @@ def _check_axes(axes: dict[str, tuple[Any, ...]], base: RunConfig) -> None:
             )
         if not values:
             raise SpecError(f"axes.{name}", "empty list: give at least one value.")
-        if len(set(map(repr, values))) != len(values):
-            raise SpecError(f"axes.{name}", f"{list(values)} repeats a value.")
         if name == "B":
             for v in values:
-                if not isinstance(v, int) or v < 2:
+                if isinstance(v, bool) or not isinstance(v, int) or v < 2:
                     raise SpecError("axes.B", f"B = {v!r}: batches are integers ≥ 2.")
-            continue
-        for v in values:  # each value alone must make a valid config (n ≥ 2, known recipe…)
-            try:
-                base.replace(**{name: v})
-            except (ValueError, TypeError) as exc:
-                raise SpecError(f"axes.{name}", str(exc)) from exc
+        else:
+            typed = []
+            for v in values:  # each value alone must make a valid config (n ≥ 2, known recipe…)
+                try:
+                    typed.append(getattr(base.replace(**{name: v}), name))
+                except (ValueError, TypeError) as exc:
+                    raise SpecError(f"axes.{name}", str(exc)) from exc
+            values = tuple(typed)
+        if len(set(map(repr, values))) != len(values):
+            raise SpecError(f"axes.{name}", f"{list(values)} repeats a value.")
+        out[name] = values
+    return out
 
 
 def _field_in(message: str) -> str:
     """`base.n` for a RunConfig error that starts with `n = 1: …`, else `base`."""
     head = message.split(" ", 1)[0].strip(":=")
     return f"base.{head}" if head in {f.name for f in dataclasses.fields(RunConfig)} else "base"
-
-
-def _coerce(values: dict[str, Any]) -> dict[str, Any]:
-    """YAML 1.1 reads `5e-5` as a string: turn strings into floats for float fields."""
-    types = {f.name: str(f.type) for f in dataclasses.fields(RunConfig)}
-    out = {}
-    for key, value in values.items():
-        if isinstance(value, str) and types.get(key, "").startswith("float"):
-            with contextlib.suppress(ValueError):  # a bad value is reported by RunConfig
-                value = float(value)
-        out[key] = value
-    return out
 
 
 def _number(name: str, value: Any, kind: type) -> int | float:

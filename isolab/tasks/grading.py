@@ -33,6 +33,13 @@ MAX_ANSWER_CHARS = 2000
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
 # A minus sign counts only where it cannot be a subtraction (`5-3` gives `5`, `3`).
 _NUMBER = re.compile(r"(?:(?<![\w).])-)?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)")
+#: An answer the completion marks as such: "the answer is 18", "Final answer: $18",
+#: "**Answer:** 18 dollars", "answer = 18" (the number right after the marker).
+_MARKED_ANSWER = re.compile(
+    r"\b(?:final\s+answer|answer)\b\s*(?:is|was|would\s+be|will\s+be|=|:)?[\s*:=$(\\]*"
+    r"(?P<number>-?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+))",
+    re.IGNORECASE,
+)
 
 
 # ---- extraction ------------------------------------------------------------------------------
@@ -75,7 +82,9 @@ def extract_boxed(text: str) -> str | None:
 
 def extract_gsm8k_answer(text: str) -> str | None:
     """The final answer of a GSM8K-style completion: after the last ``####``, else the last
-    ``\\boxed{}``, else the last number in the text."""
+    ``\\boxed{}``, else the number after the last marker ("the answer is", "Final answer:",
+    "**Answer:**"), else the last number in the text. A marked answer wins over numbers that
+    follow it ("The answer is 18. Let me double-check: 2+2=4." is 18)."""
     if not isinstance(text, str):
         return None
     if "####" in text:
@@ -89,6 +98,9 @@ def extract_gsm8k_answer(text: str) -> str | None:
     boxed = extract_boxed(text)
     if boxed is not None:
         return boxed
+    marked = list(_MARKED_ANSWER.finditer(text))
+    if marked:
+        return marked[-1]["number"]
     numbers = _NUMBER.findall(text)
     return numbers[-1] if numbers else None
 

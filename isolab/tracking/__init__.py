@@ -7,6 +7,9 @@ snapshots (`runs`).
 
 from isolab.tracking.store import (
     BASE_DIGEST_TAG,
+    KIND_TAG,
+    PARENT_ENV,
+    PARENT_TAG,
     RUN_KEY_TAG,
     RunLogger,
     artifact_root,
@@ -18,10 +21,15 @@ from isolab.tracking.store import (
     mark_failed,
     mlflow_key,
     resolve_uri,
+    source_tags,
+    sweep_parent,
 )
 
 __all__ = [
     "BASE_DIGEST_TAG",
+    "KIND_TAG",
+    "PARENT_ENV",
+    "PARENT_TAG",
     "RUN_KEY_TAG",
     "RunLogger",
     "artifact_root",
@@ -33,4 +41,6 @@ __all__ = [
     "mark_failed",
     "mlflow_key",
     "resolve_uri",
+    "source_tags",
+    "sweep_parent",
 ]

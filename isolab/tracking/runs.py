@@ -15,6 +15,7 @@ isolab's names (``eval/avg@4``) here.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -29,7 +30,7 @@ import polars as pl
 
 from isolab import tracking
 from isolab.config import param_types
-from isolab.paths import default_db
+from isolab.paths import default_db, name_path
 
 logger = logging.getLogger(__name__)
 
@@ -38,11 +39,28 @@ SNAPSHOT_META = "snapshot.json"
 # cumulative model FLOPs (flops/), hardware FLOPs with recompute (flops_hw/), compute/, eval/;
 # per-step values (flops_step/) and TRL's own metrics are left out
 METRIC_PREFIXES = ("compute/", "flops/", "flops_hw/", "eval/")
-KIND_TAG = "isolab.kind"  # "analysis" on runs that hold figures, not training results
+KIND_TAG = tracking.KIND_TAG  # "sweep" parents and "analysis" runs hold no training results
 
 # MLflow stores params as strings; these get their types back (from `RunConfig`'s field types).
 PARAM_TYPES = param_types()
-META_COLUMNS = ("run_key", "run_id", "run_name", "status", "experiment", "base_digest", "step")
+#: Per-run columns that are not params; `start_time`/`end_time` (ms since the epoch) and the
+#: row's `timestamp` (when its step was logged) let an import keep the run's real times.
+META_COLUMNS = (
+    "run_key",
+    "run_id",
+    "run_name",
+    "status",
+    "experiment",
+    "base_digest",
+    "start_time",
+    "end_time",
+    "step",
+    "timestamp",
+)
+TIME_COLUMNS = ("start_time", "end_time", "timestamp")
+#: Every metric of every run, long (run_key, key, step, value, timestamp): TRL's reward, KL and
+#: entropy curves too, which the runs table leaves out; written beside runs.parquet.
+HISTORY_FILE = "history.parquet"
 
 # MLflow's log_batch limits per request.
 _MAX_METRICS, _MAX_PARAMS = 1000, 100
@@ -134,17 +152,46 @@ def _search_all_runs(client: Any, experiment_id: str) -> list[Any]:
             return runs
 
 
+def _training_runs(client: Any, experiment_id: str, statuses: Sequence[str] | None) -> list:
+    """The experiment's training runs (not sweep parents or analysis runs) with a status in
+    `statuses` (None: any)."""
+    return [
+        r
+        for r in _search_all_runs(client, experiment_id)
+        if r.data.tags.get(KIND_TAG) not in ("analysis", "sweep")
+        and (statuses is None or r.info.status in statuses)
+    ]
+
+
+def load_history(
+    name: str, *, tracking_uri: str | None = None, statuses: Sequence[str] | None = ("FINISHED",)
+) -> pl.DataFrame:
+    """Every metric every training run of experiment `name` logged, long: run_key, key (isolab's
+    name), step, value, timestamp. What `export_runs(history=...)` keeps beside the runs table."""
+    client, uri = _client(tracking_uri, must_exist=True)
+    exp = _experiment(client, name, uri)
+    rows = []
+    for r in _training_runs(client, exp.experiment_id, statuses):
+        key = r.data.tags.get(tracking.RUN_KEY_TAG, r.info.run_id)
+        for metric in r.data.metrics:
+            for m in client.get_metric_history(r.info.run_id, metric):
+                rows.append((key, tracking.canonical_key(metric), m.step, m.value, m.timestamp))
+    schema = {
+        "run_key": pl.String,
+        "key": pl.String,
+        "step": pl.Int64,
+        "value": pl.Float64,
+        "timestamp": pl.Int64,
+    }
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
 def _read_mlflow(
     name: str, tracking_uri: str | None, statuses: Sequence[str] | None, workers: int
 ) -> pl.DataFrame:
     client, uri = _client(tracking_uri, must_exist=True)
     exp = _experiment(client, name, uri)
-    runs = [
-        r
-        for r in _search_all_runs(client, exp.experiment_id)
-        if r.data.tags.get(KIND_TAG) != "analysis"
-        and (statuses is None or r.info.status in statuses)
-    ]
+    runs = _training_runs(client, exp.experiment_id, statuses)
     if not runs:
         raise ValueError(
             f"experiment {name!r} has no runs with status in {list(statuses or [])}: "
@@ -174,6 +221,8 @@ def _read_mlflow(
             "status": r.info.status,
             "experiment": name,
             "base_digest": r.data.tags.get(tracking.BASE_DIGEST_TAG),
+            "start_time": r.info.start_time,
+            "end_time": r.info.end_time,
             **r.data.params,
         }
         for r in runs
@@ -225,12 +274,16 @@ def _assemble(
     params = params.with_columns(
         [pl.col(c).cast(pl.String) for c in params.columns if params[c].dtype != pl.String]
     )
-    params = _cast_params(params)
+    params = _cast_params(params).with_columns(
+        [pl.col(c).cast(pl.Int64, strict=False) for c in TIME_COLUMNS if c in params.columns]
+    )
     if long.height == 0:
         raise ValueError("the runs logged no compute/, flops/ or eval/ metrics")
     # a key logged twice at one step (e.g. a resumed run): the last write wins
     long = long.sort("timestamp").unique(subset=["run_id", "step", "key"], keep="last")
     wide = long.pivot(on="key", index=["run_id", "step"], values="value", aggregate_function=None)
+    logged = long.group_by(["run_id", "step"]).agg(pl.col("timestamp").max())
+    wide = wide.join(logged, on=["run_id", "step"], how="left")
     eval_cols = [c for c in wide.columns if c.startswith("eval/")]
     if not eval_cols:
         raise ValueError("no eval/* metric in any run: the runs were never evaluated")
@@ -250,10 +303,11 @@ def _cast_params(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _order_columns(df: pl.DataFrame) -> pl.DataFrame:
-    meta = [c for c in META_COLUMNS if c in df.columns and c != "step"]
+    meta = [c for c in META_COLUMNS if c in df.columns and c not in ("step", "timestamp")]
     metrics = sorted(c for c in df.columns if c.startswith(METRIC_PREFIXES))
-    params = sorted(c for c in df.columns if c not in meta and c not in metrics and c != "step")
-    return df.select([*meta, *params, "step", *metrics])
+    after = [c for c in ("step", "timestamp") if c in df.columns]
+    params = sorted(c for c in df.columns if c not in meta and c not in metrics and c not in after)
+    return df.select([*meta, *params, *after, *metrics])
 
 
 # ------------------------------------------------------------------------------------------
@@ -265,8 +319,10 @@ def export_runs(
     *,
     experiment: str | None = None,
     extra_meta: dict[str, Any] | None = None,
+    history: pl.DataFrame | None = None,
 ) -> Path:
-    """Write the runs table as a snapshot folder: ``runs.parquet`` + ``snapshot.json``.
+    """Write the runs table as a snapshot folder: ``runs.parquet`` + ``snapshot.json`` (and
+    ``history.parquet``, every logged metric, when `history` from `load_history` is given).
 
     The JSON records the experiment, when, the isolab version, the counts and which columns are
     params and which metrics (what `import_runs` needs). Returns the folder.
@@ -278,6 +334,8 @@ def export_runs(
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     df.write_parquet(dest / SNAPSHOT_FILE, compression="zstd")
+    if history is not None and history.height:
+        history.write_parquet(dest / HISTORY_FILE, compression="zstd")
     if experiment is None and "experiment" in df.columns:
         experiment = str(df["experiment"][0])
     key = "run_key" if "run_key" in df.columns else "run_id"
@@ -363,73 +421,160 @@ def import_runs(
     experiment: str | None = None,
     tracking_uri: str | None = None,
 ) -> tuple[str, int, int]:
-    """Load a snapshot back into MLflow: one run per run key, params, metrics per step.
+    """Load a snapshot back into MLflow: one run per run key, each a child of the sweep's
+    parent run, with its params, its metrics at their steps and timestamps (every metric of
+    ``history.parquet`` when the snapshot has one, TRL's curves included), its per-problem
+    counts, and its real start and end times.
 
-    Idempotent: a run key already present (FINISHED) in the experiment is skipped. The experiment
-    defaults to the snapshot's. Returns (experiment name, runs imported, runs skipped).
+    All or nothing: the snapshot is read and checked whole before anything is created, and the
+    runs of a failed import are deleted. Idempotent: a run key already FINISHED in the
+    experiment is skipped. The experiment defaults to the snapshot's. Returns (experiment name,
+    runs imported, runs skipped).
     """
-    from mlflow.entities import Metric, Param, RunTag
-
-    from isolab import __version__
-
     path = Path(snapshot)
     if not is_snapshot(path):
         raise FileNotFoundError(f"{path} is not a snapshot: expected a folder with {SNAPSHOT_FILE}")
-    df = _read_snapshot(path, statuses=None)
-    meta = read_snapshot_meta(path)
-    name = experiment or snapshot_experiment(meta) or path.name
-    params = [c for c in meta.get("params", _param_columns(df)) if c in df.columns]
-    metrics = [c for c in df.columns if c.startswith(METRIC_PREFIXES)]
-    key = "run_key" if "run_key" in df.columns else "run_id"
-
+    plans, name = _import_plan(path, experiment)
     client, uri = _client(tracking_uri, must_exist=False)
     exp_id = tracking.experiment_id(name, uri)
     existing = {
         (r.data.tags.get(tracking.RUN_KEY_TAG), r.info.status)
         for r in _search_all_runs(client, exp_id)
     }
+    todo = [
+        p
+        for p in plans
+        if (p["run_key"], p["status"]) not in existing
+        and (p["run_key"], "FINISHED") not in existing
+    ]
+    if not todo:
+        return name, 0, len(plans)
+    parent = tracking.sweep_parent(name, name, uri, **{"isolab.imported_from": path.name})
+    created: list[str] = []
+    try:
+        for plan in todo:
+            created.append(_import_run(client, exp_id, parent, plan))
+    except BaseException:
+        for run_id in created:  # all or nothing
+            with contextlib.suppress(Exception):
+                client.delete_run(run_id)
+        raise
+    skipped = len(plans) - len(todo)
+    logger.info("imported %d run(s) into %r, skipped %d already there", len(todo), name, skipped)
+    return name, len(todo), skipped
+
+
+def _import_plan(path: Path, experiment: str | None) -> tuple[list[dict[str, Any]], str]:
+    """Everything an import will write, read and checked before anything is created:
+    ValueError names the file and the problem (unreadable parquet, missing columns, bad
+    values)."""
+    from mlflow.entities import Metric, Param
+
+    try:
+        df = _read_snapshot(path, statuses=None)
+        history = pl.read_parquet(path / HISTORY_FILE) if (path / HISTORY_FILE).exists() else None
+    except Exception as exc:  # noqa: BLE001 - polars raises several kinds on a bad file
+        raise ValueError(f"{path}: not a readable snapshot ({type(exc).__name__}: {exc})") from None
+    try:
+        meta = read_snapshot_meta(path)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path / SNAPSHOT_META}: not valid JSON ({exc})") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path / SNAPSHOT_META}: expected a JSON object")
+    name = str(experiment or snapshot_experiment(meta) or path.name)
+    name_path(name, f"the experiment of {path / SNAPSHOT_META}")
+    if "step" not in df.columns or df.height == 0:
+        raise ValueError(f"{path / SNAPSHOT_FILE}: no rows with a `step` column: not a runs table")
+    params = [c for c in meta.get("params", _param_columns(df)) if c in df.columns]
+    metrics = [c for c in df.columns if c.startswith(METRIC_PREFIXES)]
+    key = "run_key" if "run_key" in df.columns else "run_id"
     now = int(time.time() * 1000)
-    imported = skipped = 0
+    plans = []
     for (run_key,), grp in df.group_by([key], maintain_order=True):
         first = grp.row(0, named=True)
+        where = f"{path / SNAPSHOT_FILE}, run {run_key}"
         # a RUNNING run in a snapshot will never finish: it comes back as KILLED
-        status = first.get("status") or "FINISHED"
+        status = str(first.get("status") or "FINISHED")
         status = "KILLED" if status in ("RUNNING", "SCHEDULED") else status
-        if (str(run_key), status) in existing or (str(run_key), "FINISHED") in existing:
-            skipped += 1
-            continue
+        if status not in ("FINISHED", "FAILED", "KILLED"):
+            raise ValueError(f"{where}: status {status!r} is not an MLflow run status")
+        try:
+            steps = [int(s) for s in grp["step"].to_list()]
+            stamps = (
+                [int(t) if t is not None else now for t in grp["timestamp"].to_list()]
+                if "timestamp" in grp.columns
+                else [now] * grp.height
+            )
+            if history is not None:
+                rows = history.filter(pl.col("run_key") == str(run_key))
+                mlist = [
+                    Metric(tracking.mlflow_key(k), float(v), int(t), int(st))
+                    for k, st, v, t in rows.select("key", "step", "value", "timestamp").iter_rows()
+                    if v is not None and v == v
+                ]
+            else:
+                mlist = [
+                    Metric(tracking.mlflow_key(m), float(v), t, st)
+                    for m in metrics
+                    for st, t, v in zip(steps, stamps, grp[m].to_list(), strict=True)
+                    if v is not None and v == v  # skip null and NaN: "not logged at this step"
+                ]
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: {exc}") from None
         tags = {tracking.RUN_KEY_TAG: str(run_key), "isolab.imported_from": path.name}
         if first.get("base_digest"):
             tags[tracking.BASE_DIGEST_TAG] = str(first["base_digest"])
-        tags.setdefault("isolab.version", __version__)
-        run = client.create_run(exp_id, run_name=first.get("run_name") or str(run_key), tags=tags)
-        rid = run.info.run_id
-        plist = [Param(p, str(first[p])) for p in params if first[p] is not None]
-        mlist = [
-            Metric(tracking.mlflow_key(m), float(v), now, int(step))
-            for m in metrics
-            for step, v in zip(grp["step"].to_list(), grp[m].to_list(), strict=True)
-            if v is not None and v == v  # skip null and NaN: "not logged at this step"
-        ]
-        # as few transactions as MLflow's batch limits allow: SQLite commits dominate the cost
-        p_chunks = list(_chunks(plist, _MAX_PARAMS)) or [[]]
-        m_chunks = list(_chunks(mlist, _MAX_METRICS)) or [[]]
-        for i in range(max(len(p_chunks), len(m_chunks))):
-            client.log_batch(
-                rid,
-                params=list(p_chunks[i]) if i < len(p_chunks) else [],
-                metrics=list(m_chunks[i]) if i < len(m_chunks) else [],
-                tags=[RunTag("isolab.snapshot_rows", str(grp.height))] if i == 0 else [],
-            )
+        counts = {}
         if COUNTS in grp.columns:  # the per-problem counts back as the run's artifact
-            by_step = {
-                str(step): c
-                for step, c in zip(grp["step"].to_list(), grp[COUNTS].to_list(), strict=True)
+            counts = {
+                str(st): [int(x) for x in c]
+                for st, c in zip(steps, grp[COUNTS].to_list(), strict=True)
                 if c is not None
             }
-            if by_step:
-                client.log_dict(rid, {"correct_counts_by_step": by_step}, COUNTS_ARTIFACT)
-        client.set_terminated(rid, status=status)
-        imported += 1
-    logger.info("imported %d run(s) into %r, skipped %d already there", imported, name, skipped)
-    return name, imported, skipped
+        plans.append(
+            {
+                "run_key": str(run_key),
+                "run_name": first.get("run_name") or str(run_key),
+                "status": status,
+                "start_time": _ms(first.get("start_time")) or min(stamps),
+                "end_time": _ms(first.get("end_time")) or max(stamps),
+                "tags": tags,
+                "params": [Param(p, str(first[p])) for p in params if first[p] is not None],
+                "metrics": mlist,
+                "rows": grp.height,
+                "counts": counts,
+            }
+        )
+    return plans, name
+
+
+def _ms(value: Any) -> int | None:
+    return int(value) if value is not None and value == value else None
+
+
+def _import_run(client: Any, exp_id: str, parent: str, plan: dict[str, Any]) -> str:
+    """One planned run into the store; returns its id."""
+    from mlflow.entities import RunTag
+
+    from isolab import __version__
+
+    tags = {**plan["tags"], tracking.PARENT_TAG: parent}
+    tags.setdefault("isolab.version", __version__)
+    run = client.create_run(
+        exp_id, run_name=plan["run_name"], start_time=plan["start_time"], tags=tags
+    )
+    rid = run.info.run_id
+    # as few transactions as MLflow's batch limits allow: SQLite commits dominate the cost
+    p_chunks = list(_chunks(plan["params"], _MAX_PARAMS)) or [[]]
+    m_chunks = list(_chunks(plan["metrics"], _MAX_METRICS)) or [[]]
+    for i in range(max(len(p_chunks), len(m_chunks))):
+        client.log_batch(
+            rid,
+            params=list(p_chunks[i]) if i < len(p_chunks) else [],
+            metrics=list(m_chunks[i]) if i < len(m_chunks) else [],
+            tags=[RunTag("isolab.snapshot_rows", str(plan["rows"]))] if i == 0 else [],
+        )
+    if plan["counts"]:
+        client.log_dict(rid, {"correct_counts_by_step": plan["counts"]}, COUNTS_ARTIFACT)
+    client.set_terminated(rid, status=plan["status"], end_time=plan["end_time"])
+    return rid

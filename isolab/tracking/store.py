@@ -22,7 +22,7 @@ from mlflow.entities import Metric, Param, RunStatus, RunTag
 from mlflow.tracking import MlflowClient
 
 import isolab
-from isolab.paths import default_db
+from isolab.paths import default_db, name_path
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,14 @@ RUN_KEY_TAG = "isolab.run_key"
 #: sha256 of the base model's weights (`isolab.models.digest`): ties a result to its exact base.
 BASE_DIGEST_TAG = "isolab.base_digest"
 FLUSH_EVERY_S = 5.0
+KIND_TAG = "isolab.kind"  # "sweep" on a sweep's parent run, "analysis" on figure-only runs
+PARENT_TAG = "mlflow.parentRunId"  # MLflow's own: the UI nests a child under its parent
+#: The parent run of every run this process creates (set by the sweep runner; workers and Ray
+#: tasks inherit it), so that a sweep's points are children of the sweep's run.
+PARENT_ENV = "ISOLAB_PARENT_RUN_ID"
+#: MLflow 3 opens an experiment on the page its kind asks for: these are model training runs
+#: (the runs table), not GenAI traces.
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 
 
 def resolve_uri(uri: str | None = None) -> str:
@@ -86,11 +94,13 @@ def experiment_id(name: str, uri: str | None = None) -> str:
     c = client(uri)
     exp = c.get_experiment_by_name(name)
     if exp is not None:
+        if exp.tags.get("mlflow.experimentKind") is None:  # made before isolab tagged them
+            c.set_experiment_tag(exp.experiment_id, *next(iter(EXPERIMENT_KIND.items())))
         return exp.experiment_id
     root = artifact_root(uri)
-    location = f"{root}/{name}" if root else None
+    location = f"{root}/{name_path(name, 'experiment').as_posix()}" if root else None
     try:
-        return c.create_experiment(name, artifact_location=location)
+        return c.create_experiment(name, artifact_location=location, tags=EXPERIMENT_KIND)
     except mlflow.exceptions.MlflowException:
         # Another worker created it between our lookup and create.
         exp = c.get_experiment_by_name(name)
@@ -115,8 +125,21 @@ def git_sha() -> str:
         return "unknown"
 
 
+def source_tags() -> dict[str, str]:
+    """Where a run's code came from, under MLflow's own tag names (the UI shows them) and
+    isolab's."""
+    sha = git_sha()
+    tags = {"isolab.version": isolab.__version__, "isolab.git_sha": sha}
+    tags["mlflow.source.name"] = "isolab"
+    tags["mlflow.source.type"] = "LOCAL"
+    if sha != "unknown":
+        tags["mlflow.source.git.commit"] = sha
+    return tags
+
+
 class RunLogger:
-    """One MLflow run: params and tags up front, metrics buffered, status set at the end."""
+    """One MLflow run: params and tags up front, metrics buffered, status set at the end. A
+    run created while `$ISOLAB_PARENT_RUN_ID` is set is that run's child (a sweep's point)."""
 
     def __init__(self, experiment: str, run_name: str, run_key: str, uri: str | None = None):
         self.uri = resolve_uri(uri)
@@ -124,12 +147,13 @@ class RunLogger:
         self.experiment_id = experiment_id(experiment, self.uri)
         tags = {
             RUN_KEY_TAG: run_key,
-            "isolab.version": isolab.__version__,
-            "isolab.git_sha": git_sha(),
+            **source_tags(),
             "isolab.pid": str(os.getpid()),
             "isolab.host": os.uname().nodename,
             "mlflow.runName": run_name,
         }
+        if os.environ.get(PARENT_ENV):
+            tags[PARENT_TAG] = os.environ[PARENT_ENV]
         run = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags)
         self.run_id = run.info.run_id
         self._buffer: list[Metric] = []
@@ -161,6 +185,27 @@ class RunLogger:
     def log_dict(self, data: Any, artifact_file: str) -> None:
         self.client.log_dict(self.run_id, data, artifact_file)
 
+    def log_split(self, name: str, context: str, ids: list[str], source: str) -> str:
+        """A problem split as an MLflow dataset input (`log_input`): its name, a digest of its
+        problem ids (equal digests, equal problems), its size and where it came from; the UI
+        lists it under the run's datasets. Returns the digest."""
+        import hashlib
+        import json
+
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+
+        digest = hashlib.sha256("\n".join(map(str, ids)).encode()).hexdigest()[:16]
+        dataset = Dataset(
+            name=name,
+            digest=digest,
+            source_type="isolab",
+            source=json.dumps({"source": source}),
+            profile=json.dumps({"num_rows": len(ids)}),
+        )
+        tags = [InputTag("mlflow.data.context", context)]
+        self.client.log_inputs(self.run_id, datasets=[DatasetInput(dataset, tags=tags)])
+        return digest
+
     def log_figure(self, figure, artifact_file: str) -> None:
         self.client.log_figure(self.run_id, figure, artifact_file)
 
@@ -188,19 +233,44 @@ def canonical_key(key: str) -> str:
 
 
 def find_runs(experiment: str, uri: str | None = None, run_key: str | None = None) -> list:
-    """Runs of `experiment` (optionally one run key), newest first."""
+    """Training runs of `experiment` (optionally one run key), newest first: not the sweep's
+    parent run nor analysis runs."""
     c = client(uri)
     exp = c.get_experiment_by_name(experiment)
     if exp is None:
         return []
     filt = f"tags.`{RUN_KEY_TAG}` = '{run_key}'" if run_key else ""
-    return c.search_runs(
+    runs = c.search_runs(
         [exp.experiment_id],
         filter_string=filt,
         max_results=50000,
         order_by=["attributes.start_time DESC"],
     )
+    return [r for r in runs if KIND_TAG not in r.data.tags]
 
 
 def mark_failed(run_id: str, uri: str | None = None) -> None:
     client(uri).set_terminated(run_id, status=RunStatus.to_string(RunStatus.FAILED))
+
+
+def sweep_parent(experiment: str, name: str, uri: str | None = None, **tags: str) -> str:
+    """The id of sweep `name`'s parent run in `experiment`, created when missing (runs of a
+    sweep, imported or trained, are its children; its analysis is logged on it)."""
+    uri = resolve_uri(uri)
+    c = client(uri)
+    exp_id = experiment_id(experiment, uri)
+    found = c.search_runs(
+        [exp_id],
+        filter_string=f"tags.`{KIND_TAG}` = 'sweep' and tags.`isolab.sweep` = '{_quoted(name)}'",
+        max_results=1,
+    )
+    if found:
+        return found[0].info.run_id
+    run_tags = {KIND_TAG: "sweep", "isolab.sweep": name, **source_tags(), **tags}
+    run = c.create_run(exp_id, run_name=f"{name.rsplit('/', 1)[-1]} (sweep)", tags=run_tags)
+    c.set_terminated(run.info.run_id, status="FINISHED")
+    return run.info.run_id
+
+
+def _quoted(text: str) -> str:
+    return text.replace("'", "\\'")
