@@ -145,6 +145,13 @@ class RunConfig:
             )
         if self.eval_problems < 1:
             raise ValueError(f"eval_problems = {self.eval_problems}: must be ≥ 1.")
+        if self.pool_size < 1:
+            raise ValueError(f"pool_size = {self.pool_size}: must be ≥ 1 (the default is 4000).")
+        if self.seed < 0:
+            raise ValueError(f"seed = {self.seed}: seeds are integers ≥ 0.")
+        from isolab.tasks import TASKS
+
+        _check_choice("task", self.task, TASKS)
         if self.eval_every < 0:
             raise ValueError(f"eval_every = {self.eval_every}: use 0 (start and end only) or > 0.")
         if self.beta is not None and self.beta < 0:
@@ -153,6 +160,7 @@ class RunConfig:
             raise ValueError(f"entropy_coef = {self.entropy_coef}: must be ≥ 0.")
         _check_extra(self.extra)
         name_path(self.experiment, "experiment")
+        _check_sizes(self)
 
     # ---- derived quantities -------------------------------------------------------------
     @property
@@ -411,6 +419,32 @@ def _check_extra(extra: dict[str, Any]) -> None:
             f"extra.grpo.{unknown[0]}: not a field of TRL's GRPOConfig (check the spelling "
             "against trl.GRPOConfig's documentation)."
         )
+
+
+#: Sizes past which a run is almost surely a typo (n: 100000 failed to allocate after 70 s):
+#: refused unless `$ISOLAB_NO_SIZE_GUARDS=1` says it is meant.
+SIZE_GUARDS = {"n": 4096, "B": 65536, "M": 1_000_000, "eval samples": 10_000_000}
+SIZE_GUARD_ENV = "ISOLAB_NO_SIZE_GUARDS"
+
+
+def _check_sizes(cfg: RunConfig) -> None:
+    import os
+
+    if os.environ.get(SIZE_GUARD_ENV) == "1":
+        return
+    sizes = {
+        "n": (cfg.n, "n"),
+        "B": (cfg.B, "B = B_p·n"),
+        "M": (cfg.M, "M"),
+        "eval samples": (cfg.eval_problems * cfg.eval_k_samples, "eval_problems·eval_k_samples"),
+    }
+    for key, (value, name) in sizes.items():
+        if value > SIZE_GUARDS[key]:
+            raise ValueError(
+                f"{name} = {value:,}: over isolab's guard of {SIZE_GUARDS[key]:,} (a size this "
+                f"large is usually a typo and fails after minutes); set {SIZE_GUARD_ENV}=1 to run "
+                "it anyway."
+            )
 
 
 def _renamed(data: dict[str, Any]) -> dict[str, Any]:

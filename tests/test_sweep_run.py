@@ -114,11 +114,18 @@ def assert_mlflow_native(uri: str, run_ids: dict[str, str]) -> None:
         assert contexts == {"train", "eval"}
 
 
-def _start(uri: str, log: Path, spec: Path = SMOKE) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "isolab.cli", "sweep", "run", str(spec), "--workers", "2"]
+def _start(
+    uri: str,
+    log: Path,
+    spec: Path = SMOKE,
+    how: tuple[str, ...] = ("--workers", "2"),
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "isolab.cli", "sweep", "run", str(spec), *how]
     return subprocess.Popen(
         [*cmd, "--tracking-uri", uri],
         cwd=REPO,
+        env={**os.environ, **(env or {})},
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its own process group, as a terminal job would be
@@ -175,6 +182,28 @@ def test_interrupted_sweeps_resume_without_losing_or_redoing_runs(
     assert f"{len(done_2)} finished (skipped)" in log.read_text()
 
 
+def test_two_runners_on_one_spec_and_store_split_the_work(
+    isolab_cache, tracking_uri, tmp_path, plan
+):
+    """Each point is claimed (a lease beside the store) before it runs: two runners started
+    together train every point once between them, not twice."""
+    data = yaml.safe_load(SMOKE.read_text())
+    data["axes"] = {"n": [2, 4, 8, 16], "B_p": [2]}  # four of the smoke study's points
+    spec = tmp_path / "smoke4.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    four = plan_sweep(SweepSpec.from_yaml(spec))
+    logs = [tmp_path / f"runner{i}.log" for i in (1, 2)]
+    one_thread = {"OMP_NUM_THREADS": "1"}  # two runners, two cores: no oversubscription
+    procs = [
+        _start(tracking_uri, log, spec, how=("--backend", "inline"), env=one_thread) for log in logs
+    ]
+    for proc, log in zip(procs, logs, strict=True):
+        assert proc.wait(timeout=400) == 0, log.read_text()
+    assert_complete(four, tracking_uri)  # every point FINISHED exactly once
+    text = " ".join(" ".join(log.read_text().split()) for log in logs)
+    assert "another runner" in text, text[-2000:]
+
+
 @pytest.mark.slow  # in the full suite the runner sometimes finished 11 of 12 points after SIGINT
 def test_ctrl_c_stops_cleanly_and_says_how_to_resume(isolab_cache, tracking_uri, tmp_path):
     log = tmp_path / "sweep.log"
@@ -189,6 +218,7 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(isolab_cache, tracking_uri,
     assert "RUNNING" not in state, log.read_text()
 
 
+@pytest.mark.slow  # 45 s: in `make test-all`, to keep `make test` within 10 minutes
 def test_smoke_study_on_a_local_ray_instance(isolab_cache, tracking_uri, plan):
     pytest.importorskip("ray")
     # four points, two Ray tasks at a time: the backend end to end, in half the smoke study's time

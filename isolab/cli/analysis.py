@@ -175,11 +175,11 @@ def export_cmd(
 
     if is_snapshot(experiment):
         _fail(f"{experiment} is already a snapshot; export takes an MLflow experiment name.")
-    df = _load(experiment, tracking_uri, None if all_statuses else ["FINISHED"])
     try:
         dest = dest or runs_dir() / name_path(experiment, "experiment")
     except ValueError as exc:
         _fail(str(exc))
+    df = _load(experiment, tracking_uri, None if all_statuses else ["FINISHED"])
     statuses = None if all_statuses else ["FINISHED"]
     history = load_history(experiment, tracking_uri=tracking_uri, statuses=statuses)
     path = export_runs(df, dest, experiment=experiment, history=history)
@@ -201,10 +201,13 @@ def import_cmd(
 
     if not is_snapshot(snapshot):
         _fail(f"{snapshot} is not a snapshot folder (expected {snapshot}/runs.parquet).")
-    with console.status(f"importing {snapshot} …"):
-        name, done, skipped = import_runs(
-            snapshot, experiment=experiment, tracking_uri=tracking_uri
-        )
+    try:
+        with console.status(f"importing {snapshot} …"):
+            name, done, skipped = import_runs(
+                snapshot, experiment=experiment, tracking_uri=tracking_uri
+            )
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(f"{exc} (nothing was imported)")
     console.print(f"imported {done} runs into experiment {name!r} ({skipped} already there)")
 
 

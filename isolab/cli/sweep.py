@@ -7,6 +7,7 @@ A bad spec exits 2 with a message naming the field, before anything starts.
 from __future__ import annotations
 
 import math
+import os
 import signal
 from pathlib import Path
 from typing import Annotated
@@ -16,7 +17,12 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 from isolab.cli.common import TrackingUri, console, err, fail
+from isolab.config import SIZE_GUARD_ENV
 from isolab.sweep import SpecError, SweepPlan, SweepSpec, plan_sweep, split_sizes
+
+#: Estimated wall hours past which `sweep run` refuses a sweep unless told (a 2,000-point
+#: spec planned 2,080 h without a word).
+MAX_HOURS = 168
 
 sweep_app = typer.Typer(
     help="Iso-compute sweeps: plan a study's grid at equal compute, run it resumably.",
@@ -116,6 +122,11 @@ def plan_cmd(
         f"estimated wall time {_duration(plan.est_wall_s / max(1, workers))} "
         f"with {workers} worker(s)"
     )
+    if plan.est_wall_s / max(1, workers) > MAX_HOURS * 3600:
+        console.print(
+            f"[bold yellow]warning:[/] over {MAX_HOURS} h: `sweep run` refuses it unless "
+            f"{SIZE_GUARD_ENV}=1 (narrow the axes, lower the budget or add workers)."
+        )
 
 
 @sweep_app.command("run")
@@ -173,6 +184,13 @@ def run_cmd(
     resume += f" --address {address}" if address else ""
     resume += f" --tracking-uri {tracking_uri}" if tracking_uri else ""
 
+    hours = plan.est_wall_s / max(1, workers) / 3600
+    if hours > MAX_HOURS and os.environ.get(SIZE_GUARD_ENV) != "1":
+        fail(
+            f"{spec}: an estimated {hours:,.0f} h with {workers} worker(s), over isolab's guard "
+            f"of {MAX_HOURS} h: narrow the axes, lower the budget, add workers, or set "
+            f"{SIZE_GUARD_ENV}=1 to run it anyway."
+        )
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         todo, state = runner.pending(plan, uri, reclaim_remote, limit)
@@ -198,7 +216,11 @@ def run_cmd(
             f"runs cut short are marked KILLED. Resume with:\n  {resume}"
         )
         raise typer.Exit(130)
-    console.print(f"[green]{finished} finished[/], {len(failed)} failed")
+    others = sum(o.status == "SKIPPED" for o in outcomes)
+    console.print(
+        f"[green]{finished} finished[/], {len(failed)} failed"
+        + (f", {others} left to another runner on this spec and store" if others else "")
+    )
     for o in failed:
         err.print(f"[red]FAILED[/] {o.run_key} {o.run_name}: {o.error or 'see its MLflow run'}")
     if failed:
@@ -231,6 +253,8 @@ def _run_with_progress(runner, todo, plan: SweepPlan, uri, workers, backend, add
             counts["done"] += 1
             ok = outcome.status == "FINISHED"
             mark = "[green]✓[/]" if ok else f"[red]✗ {outcome.status}[/]"
+            if outcome.status == "SKIPPED":
+                mark = f"[dim]· {outcome.error}[/]"
             value = "—" if math.isnan(outcome.metric) else f"{outcome.metric:.3f}"
             line = (
                 f"{mark} {outcome.run_key}  {outcome.run_name} seed {point.config.seed}  "

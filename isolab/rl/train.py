@@ -13,6 +13,7 @@ import logging
 import math
 import os
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -34,6 +35,11 @@ from isolab.tasks.base import as_text
 from isolab.tracking import BASE_DIGEST_TAG, RunLogger
 
 log = logging.getLogger(__name__)
+
+#: Set when this process is asked to stop (a sweep worker's SIGINT/SIGTERM): the run in progress
+#: ends KILLED at its next step even if the first KeyboardInterrupt landed where Python ignores
+#: it (a `__del__`), and no further run starts.
+STOP = threading.Event()
 
 
 @dataclass
@@ -201,6 +207,8 @@ def make_callback(
             logger.flush()
 
         def on_step_end(self, args, st, control, model=None, **kw):
+            if STOP.is_set():  # a stop request whose KeyboardInterrupt something swallowed
+                raise KeyboardInterrupt
             trainer = trainer_ref["trainer"]
             rollouts = trainer.rollouts_since_step
             trainer.rollouts_since_step = 0

@@ -104,6 +104,25 @@ def _grid(spec: SweepSpec):
             yield {**values, "seed": seed}
 
 
+#: Grid points (axes × seeds) past which a spec is refused before it is expanded (200,000
+#: points hung the planner), unless `$ISOLAB_NO_SIZE_GUARDS=1`.
+MAX_GRID_POINTS = 5000
+
+
+def _check_grid_size(spec: SweepSpec) -> None:
+    import os
+
+    from isolab.config import SIZE_GUARD_ENV
+
+    size = math.prod(len(v) for v in spec.axes.values()) * len(spec.seeds)
+    if size > MAX_GRID_POINTS and os.environ.get(SIZE_GUARD_ENV) != "1":
+        raise SpecError(
+            "axes",
+            f"{size:,} grid points (axes × seeds) is over isolab's guard of {MAX_GRID_POINTS:,}: "
+            f"narrow the axes, or set {SIZE_GUARD_ENV}=1 to plan it anyway.",
+        )
+
+
 def plan_sweep(
     spec: SweepSpec, train_problems: dict[tuple[str, str, str, int], int] | None = None
 ) -> SweepPlan:
@@ -118,6 +137,7 @@ def plan_sweep(
     Raises:
         SpecError: when every point is dropped (naming the budget or the cap at fault).
     """
+    _check_grid_size(spec)
     fractions = eval_fractions(spec.eval_points, spec.eval_ratio)
     points: list[GridPoint] = []
     dropped: list[DroppedPoint] = []

@@ -95,14 +95,30 @@ class SweepReport:
 
 
 # ---- one point --------------------------------------------------------------------------------
+#: The outcome of a point that another runner trains or trained (concurrent runners on one
+#: spec and store split the work: `isolab.sweep.store.claim`).
+SKIPPED = "SKIPPED"
+
+
 def run_point(cfg: RunConfig, tracking_uri: str, metric: str) -> RunOutcome:
-    """Train one grid point in this process; a failure becomes a FAILED outcome, not a raise.
+    """Train one grid point in this process, holding its lease; a failure becomes a FAILED
+    outcome, not a raise; a point another runner holds or finished is SKIPPED.
 
     KeyboardInterrupt propagates (the run is marked KILLED by `train`).
     """
     from isolab.rl.train import train
+    from isolab.sweep.store import claim, finished_elsewhere
 
     t0 = time.perf_counter()
+    with claim(cfg.run_key, cfg.experiment, tracking_uri) as mine:
+        # another runner on this spec and store has the point, or has finished it meanwhile
+        if not mine or finished_elsewhere(cfg.run_key, cfg.experiment, cfg.model, tracking_uri):
+            why = "being trained by another runner" if not mine else "finished by another runner"
+            return RunOutcome(cfg.run_key, cfg.run_name, SKIPPED, None, 0.0, error=why)
+        return _train_point(train, cfg, tracking_uri, metric, t0)
+
+
+def _train_point(train, cfg: RunConfig, tracking_uri: str, metric: str, t0: float) -> RunOutcome:
     try:
         result = train(cfg, tracking_uri=tracking_uri)
     except Exception as exc:  # noqa: BLE001 - one bad point must not stop the sweep
@@ -211,6 +227,9 @@ def _die_with_parent(parent_pid: int) -> None:
 def _interrupt_once(signum, frame) -> None:
     """First SIGINT/SIGTERM: stop the run (train marks it KILLED); later ones are ignored so
     that the MLflow write of that status is not interrupted in turn."""
+    from isolab.rl.train import STOP
+
+    STOP.set()  # the run stops at its next step even if this exception is swallowed
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise KeyboardInterrupt
@@ -224,7 +243,9 @@ def _worker_main(tasks, results, tracking_uri: str, metric: str, threads: int, e
     cfg: RunConfig | None = None
     try:
         setup_process(threads, env, tracking_uri)
-        while True:
+        from isolab.rl.train import STOP
+
+        while not STOP.is_set():  # nothing new starts once a stop was asked
             item = tasks.get()
             if item is None:
                 break

@@ -191,10 +191,23 @@ class SweepSpec:
         path = Path(path)
         if not path.exists():
             raise SpecError("spec", f"file {path} does not exist.")
+        if not path.is_file():
+            raise SpecError("spec", f"{path} is not a file: give a sweep spec YAML.")
         try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise SpecError("spec", f"{path} is not valid YAML: {exc}") from exc
+            data = yaml.safe_load(path.read_text())
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            first = str(exc).splitlines()[0]
+            raise SpecError("spec", f"{path} is not a readable YAML file ({first}).") from None
+        if data is None:
+            raise SpecError(
+                "spec", f"{path} is empty: write a sweep spec (see studies/smoke.yaml)."
+            )
+        if isinstance(data, dict) and "name" not in data and "axes" not in data:
+            raise SpecError(
+                "spec",
+                f"{path} has no `name` nor `axes`: it looks like a run config, not a sweep spec; "
+                "run it with `isolab train` (or give it as a sweep's `base`).",
+            )
         return cls.from_dict(data, root=path.parent)
 
 

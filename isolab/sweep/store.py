@@ -11,9 +11,12 @@ process, RUNNING with none (stale), or FAILED / KILLED; and the points still to 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from isolab.models import current_digest
 from isolab.sweep.plan import GridPoint, SweepPlan
@@ -28,6 +31,50 @@ from isolab.tracking import (
 )
 
 log = logging.getLogger(__name__)
+
+
+def lease_dir(uri: str) -> Path:
+    """Where the points' leases live: beside a SQLite store, else in the project's runs/ (a
+    lease then holds between runners of this machine)."""
+    from isolab.paths import runs_dir
+
+    if uri.startswith("sqlite:///"):
+        return Path(uri.removeprefix("sqlite:///")).parent / ".leases"
+    return runs_dir() / ".leases"
+
+
+@contextlib.contextmanager
+def claim(run_key: str, experiment: str, uri: str) -> Iterator[bool]:
+    """The lease on one point while it runs: an exclusive lock on a file named by its run key.
+    Yields False when another runner holds it (that runner trains the point); the lock goes
+    with its process, so a killed runner leaves no stale lease."""
+    import fcntl
+
+    from isolab.paths import name_path
+
+    folder = lease_dir(uri) / name_path(experiment, "experiment")
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{run_key}.lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def finished_elsewhere(run_key: str, experiment: str, model: str, uri: str) -> bool:
+    """Whether a FINISHED run of this key on the current base weights exists (another runner
+    finished the point after this one planned it)."""
+    digest = current_digest(model)
+    for run in find_runs(experiment, uri, run_key=run_key):
+        used = run.data.tags.get(BASE_DIGEST_TAG)
+        if run.info.status == "FINISHED" and not (used and digest and used != digest):
+            return True
+    return False
 
 
 @dataclass

@@ -9,6 +9,7 @@ than a tiny model's whole training step.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -31,6 +32,7 @@ RUN_KEY_TAG = "isolab.run_key"
 #: sha256 of the base model's weights (`isolab.models.digest`): ties a result to its exact base.
 BASE_DIGEST_TAG = "isolab.base_digest"
 FLUSH_EVERY_S = 5.0
+END_RETRIES = 8  # status writes tried over ≈ 50 s of a busy store
 KIND_TAG = "isolab.kind"  # "sweep" on a sweep's parent run, "analysis" on figure-only runs
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own: the UI nests a child under its parent
 #: The parent run of every run this process creates (set by the sweep runner; workers and Ray
@@ -62,16 +64,9 @@ def ready(uri: str) -> str:
     their own store."""
     if uri in _READY or not uri.startswith("sqlite:///"):
         return uri
-    import fcntl
-
-    db = Path(uri.removeprefix("sqlite:///"))
-    db.parent.mkdir(parents=True, exist_ok=True)
-    with open(db.parent / f".{db.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    with _store_lock(uri):
+        MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
     _READY.add(uri)
     return uri
 
@@ -210,11 +205,20 @@ class RunLogger:
         self.client.log_figure(self.run_id, figure, artifact_file)
 
     def end(self, status: str = "FINISHED") -> None:
-        """Flush and close the run; status FINISHED, FAILED or KILLED."""
+        """Flush and close the run; status FINISHED, FAILED or KILLED. The status write is
+        retried while the store is busy (`database is locked` under many writers): a run
+        must not stay RUNNING because a stop came at a busy moment."""
         try:
             self.flush()
         finally:
-            self.client.set_terminated(self.run_id, status=status)
+            for attempt in range(END_RETRIES):
+                try:
+                    self.client.set_terminated(self.run_id, status=status)
+                    break
+                except mlflow.exceptions.MlflowException:
+                    if attempt == END_RETRIES - 1:
+                        raise
+                    time.sleep(0.2 * 2**attempt)
 
 
 def _param_str(value: Any) -> str:
@@ -259,6 +263,28 @@ def sweep_parent(experiment: str, name: str, uri: str | None = None, **tags: str
     uri = resolve_uri(uri)
     c = client(uri)
     exp_id = experiment_id(experiment, uri)
+    with _store_lock(uri):  # two runners starting together make one parent, not two
+        return _find_or_create_parent(c, exp_id, name, tags)
+
+
+@contextlib.contextmanager
+def _store_lock(uri: str):
+    """An exclusive lock beside a SQLite store (nothing for a server, which has its own)."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    import fcntl
+
+    db = Path(uri.removeprefix("sqlite:///"))
+    with open(db.parent / f".{db.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _find_or_create_parent(c: MlflowClient, exp_id: str, name: str, tags: dict) -> str:
     found = c.search_runs(
         [exp_id],
         filter_string=f"tags.`{KIND_TAG}` = 'sweep' and tags.`isolab.sweep` = '{_quoted(name)}'",
