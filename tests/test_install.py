@@ -57,6 +57,7 @@ def test_the_wheel_carries_studies_notebooks_and_snapshots(installed):
     assert (site / "isolab" / "presets" / "tiny-m" / "model.safetensors").is_file()
 
 
+@pytest.mark.slow  # 45 s: in `make test-all`, to keep `make test` within 10 minutes
 def test_an_installed_isolab_works_from_an_empty_folder(installed, tmp_path):
     site, env = installed
     isolab = [sys.executable, "-m", "isolab.cli"]

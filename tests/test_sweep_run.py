@@ -79,6 +79,7 @@ def assert_complete(plan: SweepPlan, uri: str, points=None) -> dict[str, str]:
     return {key: runs[0].info.run_id for key, runs in by_key.items()}
 
 
+@pytest.mark.slow  # 45 s: in `make test-all` (the two-runner test covers the runner in `make test`)
 def test_smoke_study_with_two_workers(isolab_cache, tracking_uri, plan):
     t0 = time.perf_counter()
     result = cli("run", str(SMOKE), "--workers", "2", "--tracking-uri", tracking_uri)
@@ -147,6 +148,7 @@ def _wait_for(
     raise AssertionError(f"not {finished} finished and {running} running after {timeout_s} s")
 
 
+@pytest.mark.slow  # 70–100 s: in `make test-all`, to keep `make test` within 10 minutes
 def test_interrupted_sweeps_resume_without_losing_or_redoing_runs(
     isolab_cache, tracking_uri, tmp_path
 ):
@@ -199,7 +201,8 @@ def test_two_runners_on_one_spec_and_store_split_the_work(
     ]
     for proc, log in zip(procs, logs, strict=True):
         assert proc.wait(timeout=400) == 0, log.read_text()
-    assert_complete(four, tracking_uri)  # every point FINISHED exactly once
+    run_ids = assert_complete(four, tracking_uri)  # every point FINISHED exactly once
+    assert_mlflow_native(tracking_uri, run_ids)
     text = " ".join(" ".join(log.read_text().split()) for log in logs)
     assert "another runner" in text, text[-2000:]
 
