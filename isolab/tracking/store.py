@@ -198,7 +198,16 @@ class RunLogger:
             profile=json.dumps({"num_rows": len(ids)}),
         )
         tags = [InputTag("mlflow.data.context", context)]
-        self.client.log_inputs(self.run_id, datasets=[DatasetInput(dataset, tags=tags)])
+        for attempt in range(4):
+            try:
+                self.client.log_inputs(self.run_id, datasets=[DatasetInput(dataset, tags=tags)])
+                return digest
+            except mlflow.exceptions.MlflowException as exc:
+                # two runs logging the same split at once race on MLflow's unique dataset row;
+                # a retry finds the row the other made (the record is metadata: never fatal)
+                if attempt == 3:
+                    log.warning("could not record dataset %s of run %s: %s", name, self.run_id, exc)
+                time.sleep(0.1 * (attempt + 1))
         return digest
 
     def log_figure(self, figure, artifact_file: str) -> None:
