@@ -412,8 +412,7 @@ def load(name: str, kind: str, trust_remote_code: bool = False):
         cls = AutoModelForSequenceClassification if kind == "orm" else AutoModel
         model = cls.from_pretrained(name, **kwargs).eval()
     except ValueError as err:
-        if not trust_remote_code and "trust_remote_code" in str(err):
-            raise RuntimeError(_REMOTE_CODE.format(name=name)) from None
+        _refuse_remote_code(err, name)
         raise RuntimeError(f"cannot load the {kind.upper()} {name!r}: {err}") from err
     except OSError as err:
         raise RuntimeError(
@@ -556,14 +555,19 @@ _REMOTE_CODE = (
 )
 
 
+def _refuse_remote_code(err: ValueError, name: str) -> None:
+    """transformers' "needs trust_remote_code" refusal, as isolab's message (nothing ran)."""
+    if "trust_remote_code" in str(err):
+        raise RuntimeError(_REMOTE_CODE.format(name=name)) from None
+
+
 def _from_hub(load, model_id: str, what: str):
     """`load(model_id)` without running the model's own code (configs and tokenizers need
     none; planning never runs any), or an error that says how to get the model."""
     try:
         return load(model_id, trust_remote_code=False)
     except ValueError as err:
-        if "trust_remote_code" in str(err):
-            raise RuntimeError(_REMOTE_CODE.format(name=model_id)) from None
+        _refuse_remote_code(err, model_id)
         raise RuntimeError(f"cannot read the {what} of reward model {model_id!r}: {err}") from err
     except OSError as err:
         raise RuntimeError(
