@@ -72,6 +72,10 @@ CONFIGS = [
     ("experiment: 123\n", "experiment = 123"),
     ("experiment: a//b\n", "experiment = 'a//b'"),
     ("model: ''\n", "model = ''"),
+    ("model: nosuch-model\n", "model: 'nosuch-model' is not a preset"),
+    ("model: ./no/such/folder\n", "is not a model folder"),
+    ("model: /tmp\n", "holds no config.json"),
+    ("model: a/b/c/d\n", "valid hub id"),
     ("data_dir: 5\n", "data_dir = 5"),
     ("gradient_checkpointing: maybe\n", "gradient_checkpointing = 'maybe'"),
     ("study: a\nexperiment: b\n", "experiment"),
@@ -138,6 +142,7 @@ SPECS = [
 def cli(tmp_path, monkeypatch, isolab_cache):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the same answer with or without a network
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
 
     def invoke(*args: str) -> str:
@@ -251,3 +256,9 @@ def test_bad_command_line_options(cli, args, named):
     invoke, uri = cli
     args = [str(REPO / "studies" / "smoke.yaml") if a == "SMOKE" else a for a in args]
     assert named in invoke(*args)
+
+
+def test_frontier_of_an_experiment_without_runs(cli):
+    invoke, uri = cli
+    MlflowClient(uri).create_experiment("zero")
+    assert "has no runs" in invoke("frontier", "zero", "--tracking-uri", uri)

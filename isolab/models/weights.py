@@ -227,10 +227,66 @@ def _move_in(tmp: Path, out: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def hub_reachable(timeout_s: float = 3.0) -> bool:
+    """Whether the Hugging Face Hub answers a TCP connection within `timeout_s` (never, when
+    `HF_HUB_OFFLINE` is set): one quick probe instead of transformers' minute of retries."""
+    import os
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return False
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        with socket.create_connection((url.hostname, url.port or 443), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def check_source(name: str, field: str = "model") -> None:
+    """A ValueError naming `field` and the fix unless `name` is a preset, a local model folder,
+    a hub id in the local Hugging Face cache, or a hub id while the hub is reachable. Checked
+    before anything is built or logged, so that a typo fails in seconds, not after the hub's
+    retries."""
+    if name in TINY_PRESETS or name in REAL_PRESETS:
+        return
+    presets = ", ".join([*TINY_PRESETS, *REAL_PRESETS])
+    folder = Path(name).expanduser()
+    if folder.is_dir():
+        if not (folder / "config.json").exists():
+            raise ValueError(
+                f"{field}: folder {name!r} holds no config.json; give a folder saved with "
+                f"`save_pretrained`, a hub id or a preset ({presets})."
+            )
+        return
+    if name.startswith(("/", ".", "~")) or folder.exists():
+        raise ValueError(
+            f"{field}: {name!r} is not a model folder; give a folder, a hub id or a preset ({presets})."
+        )
+    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub.errors import HFValidationError
+
+    try:
+        cached = try_to_load_from_cache(name, "config.json")
+    except HFValidationError as err:
+        raise ValueError(
+            f"{field}: {name!r} is neither a preset ({presets}), a local folder nor a valid hub id: {err}"
+        ) from err
+    if isinstance(cached, str) or hub_reachable():
+        return
+    raise ValueError(
+        f"{field}: {name!r} is not a preset ({presets}), not a local folder and not in the "
+        "Hugging Face cache, and the hub is not reachable from here. Use a preset or a local "
+        f"folder, or download it where the hub is reachable (`hf download {name}`)."
+    )
+
+
 def load(name: str, dtype: torch.dtype | None = None):
     """(model, tokenizer) for a preset (built on first use), a local folder or a hub id."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    check_source(name)
     path = build(name) if name in TINY_PRESETS or name in REAL_PRESETS else name
     tok = AutoTokenizer.from_pretrained(path)
     if tok.pad_token is None:

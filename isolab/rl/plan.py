@@ -27,10 +27,14 @@ def model_config(name: str):
         return models.tiny_model_config(spec, len(models.build_char_tokenizer()))
     from transformers import AutoConfig
 
+    models.check_source(name)
     path = models.model_dir(name) if name in models.REAL_PRESETS else name
     if name in models.REAL_PRESETS and not (path / "config.json").exists():
         path = models.build(name)
-    return AutoConfig.from_pretrained(path)
+    try:
+        return AutoConfig.from_pretrained(path)
+    except OSError as err:  # not on the hub, or no such file in the folder
+        raise ValueError(f"model: cannot read the config of {name!r}: {err}") from err
 
 
 @functools.cache
@@ -51,7 +55,10 @@ def expected_lengths(
     from isolab.tasks import get_task
 
     path = models.build(model) if model in models.REAL_PRESETS else model
-    tok = AutoTokenizer.from_pretrained(path)
+    try:
+        tok = AutoTokenizer.from_pretrained(path)
+    except OSError as err:
+        raise ValueError(f"model: cannot read the tokenizer of {model!r}: {err}") from err
     t = get_task(task, "chat")
     try:
         sample = t.problems(split="train", limit=200, data_dir=data_dir)
@@ -70,6 +77,7 @@ def plan_config(
     """The ledger's plan for `cfg`: per-step and total FLOPs of each component, and ρ."""
     from isolab.models.reward_models import reward_model_config_for
 
+    models.check_source(cfg.model)
     if prompt_len is None or completion_len is None:
         p, c = expected_lengths(cfg.model, cfg.task, cfg.max_completion_tokens, cfg.data_dir)
         prompt_len = p if prompt_len is None else prompt_len
