@@ -77,6 +77,8 @@ class RunConfig:
         eval_k_samples: completions sampled per validation problem (≥ max of `eval_ks`).
         eval_ks: k values for avg@k / best@k / worst@k.
         pool_size: size of the problem pool that difficulty labelling draws from.
+        train_limit: train on the first this many problems of the split only (None = all), so
+            that a finite pool saturates sooner; validation problems are unchanged.
         data_dir: local folder with GSM8K / MATH-500 JSONL (else the hub).
         trust_remote_code: run the Python code a hub reward model ships (Qwen2.5-Math-PRM
             does); off by default, and planning (`isolab flops`) never runs any.
@@ -109,6 +111,7 @@ class RunConfig:
     eval_k_samples: int = 8
     eval_ks: tuple[int, ...] = (1, 4)
     pool_size: int = 4000
+    train_limit: int | None = None
     data_dir: str | None = None
     trust_remote_code: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
@@ -145,6 +148,11 @@ class RunConfig:
             )
         if self.eval_problems < 1:
             raise ValueError(f"eval_problems = {self.eval_problems}: must be ≥ 1.")
+        if self.train_limit is not None and self.train_limit < self.B_p:
+            raise ValueError(
+                f"train_limit = {self.train_limit}: must be ≥ B_p = {self.B_p} (a step draws B_p "
+                "distinct problems), or None for the whole split."
+            )
         if self.pool_size < 1:
             raise ValueError(f"pool_size = {self.pool_size}: must be ≥ 1 (the default is 4000).")
         if self.seed < 0:
@@ -226,8 +234,9 @@ class RunConfig:
         rename keep their keys (and resumable sweeps keep skipping them)."""
         resolved = self.resolved()
         resolved["study"] = resolved.pop("experiment")
-        if not resolved["trust_remote_code"]:  # added later: runs before it keep their keys
-            del resolved["trust_remote_code"]
+        for added, default in (("trust_remote_code", False), ("train_limit", None)):
+            if resolved[added] == default:  # added later: runs before it keep their keys
+                del resolved[added]
         blob = json.dumps(resolved, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

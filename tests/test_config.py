@@ -27,6 +27,22 @@ def test_run_key_is_deterministic_and_config_sensitive():
     assert RunConfig().run_key == RunConfig().run_key
     assert RunConfig(n=4).run_key != RunConfig(n=8).run_key
     assert RunConfig(n=16, B_p=4).run_name == "tiny-m·easy·n16·bp4"
+    # Fields added later change no key at their defaults (committed runs keep theirs) ...
+    assert RunConfig().run_key == "ce43fa5186ce557a"
+    # ... and define a new configuration when set.
+    assert RunConfig(train_limit=128).run_key != RunConfig().run_key
+
+
+def test_train_limit_caps_the_training_problems_only(isolab_cache):
+    from isolab.rl.train import prepare
+
+    *_, train_full, val_full = prepare(RunConfig())
+    *_, train_32, val_32 = prepare(RunConfig(train_limit=32))
+    assert len(train_32) == 32 < len(train_full)
+    assert train_32 == train_full[:32]
+    assert val_32 == val_full
+    with pytest.raises(ValueError, match="train_limit = 4: must be ≥ B_p = 8"):
+        RunConfig(train_limit=4, B_p=8)
 
 
 @pytest.mark.parametrize(

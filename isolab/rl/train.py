@@ -264,6 +264,8 @@ def prepare(cfg: RunConfig):
         train_problems = splits.train(cfg.split)
         val_problems = splits.val(cfg.split)
     val_problems = val_problems[: cfg.eval_problems]
+    if cfg.train_limit is not None:
+        train_problems = train_problems[: cfg.train_limit]
     if len(train_problems) < cfg.B_p:
         raise ValueError(
             f"split {cfg.split!r} of {model_name} has {len(train_problems)} training problems but "
