@@ -32,10 +32,12 @@
 # run (`isolab.verdicts`): does the advantage of a larger n grow as compute doubles? A
 # saturation is reported only where n* grows.
 #
-# **Scales.** `smoke`: CI, about a minute. `cpu`: tiny-m, two sweeps — `main`, the n × B_p grid
-# on Easy and Hard at 8,192 rollouts (72 runs, 2 seeds, about 25 minutes with 2 workers), and
-# `long`, Easy runs at 32,768 rollouts (4 runs, about 8 minutes) — or a few seconds when
-# `runs/nstar/cpu/` holds the committed snapshots. `gpu`: SmolLM2-135M-Instruct on GSM8K.
+# **Scales.** `smoke`: CI, about a minute. `cpu`: tiny-m at lr_base 1.5e-4 (the learning-rate
+# pilot's, `studies/pilot/lr-cpu.yaml`), every validation problem × 16 samples, two sweeps —
+# `main`, n ∈ {2…32} at B_p = 8 on Easy and Hard at 16,384 rollouts (30 runs, 3 seeds, about
+# 28 minutes with 2 workers), and `long`, Easy runs for n = 2, 8, 32 at 65,536 rollouts
+# (3 runs, about 12 minutes) — or a few seconds when `runs/nstar/cpu/` holds the committed
+# snapshots. `gpu`: SmolLM2-135M-Instruct on GSM8K.
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | gpu

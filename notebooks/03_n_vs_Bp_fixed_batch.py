@@ -26,8 +26,9 @@
 # large B_p and many steps a large n (n\*(M) is a sigmoid); on Hard sets the best n is
 # non-monotone in M.
 #
-# **Scales.** `smoke`: CI, B = 16. `cpu`: tiny-m, B = 64 split six ways on Easy and Hard,
-# 128 steps each (about 5 minutes with 2 workers, or seconds from `runs/n-vs-bp/cpu/`).
+# **Scales.** `smoke`: CI, B = 16. `cpu`: tiny-m at lr_base 1.5e-4 (the learning-rate pilot's),
+# B = 64 split six ways on Easy and Hard, 128 steps each, 2 seeds, every validation problem × 16
+# samples (about 11 minutes with 2 workers, or seconds from `runs/n-vs-bp/cpu/`).
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | gpu
