@@ -42,7 +42,7 @@ demo: $(STAMP)
 	$(ISOLAB) demo
 
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow" -q
+	$(PY) -m pytest -m "not slow" -q --durations=15
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q

@@ -18,8 +18,11 @@ from isolab import study
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"
 NAMES = sorted(s.notebook for s in study.STUDIES.values())
-#: The notebook whose sweep runs in the test (52 s); the others replay their smoke snapshots.
+#: The study whose notebook runs its sweep in the test (52 s); the others replay smoke
+#: snapshots shipped as fixtures (smoke results are not committed under runs/).
 TRAINS = "n-vs-bp"
+TRAINED = next(s.notebook for s in study.STUDIES.values() if s.name == TRAINS)
+SNAPSHOTS = REPO / "tests" / "fixtures" / "smoke-snapshots"
 
 
 def test_every_study_has_a_paired_notebook():
@@ -65,9 +68,8 @@ def sandbox(tmp_path, monkeypatch, notebook_models):
     """Results and the MLflow store in tmp_path, holding the committed smoke snapshots of every
     study but `TRAINS`; the shared model cache (the kernel inherits this environment)."""
     for s in study.STUDIES.values():
-        committed = REPO / "runs" / s.name / "smoke"
-        if s.name != TRAINS and committed.is_dir():
-            shutil.copytree(committed, tmp_path / "runs" / s.name / "smoke")
+        if s.name != TRAINS and (SNAPSHOTS / s.name).is_dir():
+            shutil.copytree(SNAPSHOTS / s.name, tmp_path / "runs" / s.name / "smoke")
     monkeypatch.setenv("ISOLAB_RESULTS_DIR", str(tmp_path / "runs"))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     return tmp_path
@@ -92,7 +94,7 @@ def _execute(name: str, sandbox: Path) -> float:
     papermill.execute_notebook(
         str(NOTEBOOKS / f"{name}.ipynb"),
         str(sandbox / f"{name}.ipynb"),
-        parameters={"scale": "smoke", "workers": 1},
+        parameters={"scale": "smoke", "workers": 1, "rerun": name == TRAINED},
         cwd=str(NOTEBOOKS),
         progress_bar=False,
         kernel_name="python3",
@@ -134,3 +136,6 @@ def test_all_notebooks_run_at_smoke_scale(sandbox, capsys, monkeypatch):
         )
         print(f"total {total:.0f} s wall, two at a time ({TRAINS} trained, the others replayed)")
     assert (sandbox / "runs" / TRAINS / "smoke" / "main" / "runs.parquet").exists()
+    assert sorted(p.name for p in SNAPSHOTS.iterdir()) == sorted(
+        s.name for s in study.STUDIES.values() if s.name != TRAINS and not s.source
+    )
