@@ -1,0 +1,72 @@
+"""Print the README's table of verdicts from the committed `runs/<study>/cpu/findings.json`.
+
+    .venv/bin/python scripts/findings_table.py [--scale cpu]
+
+One row per claim: the notebook, the study and its runs, the claim, the call, the effect with
+its interval, the smallest effect the design detects (80% power) and the unit they share.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+from isolab import study
+from isolab.tracking.runs import is_snapshot, load_runs
+
+
+def _fmt(x: float | None) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "—"
+    return f"{x:+.2g}".replace("-", "−") if abs(x) < 1 else f"{x:+.3g}".replace("-", "−")
+
+
+def _runs(s: study.Study, scale: str) -> str:
+    counts = []
+    for sweep in s.sweeps:
+        snap = study.find_snapshot(s, scale, sweep)
+        counts.append(str(load_runs(snap)["run_key"].n_unique()) if is_snapshot(snap) else "0")
+    return " + ".join(counts) if not s.source else f"{s.source}'s runs"
+
+
+def rows(scale: str) -> list[str]:
+    out = [
+        "| notebook | study (runs) | claim tested | call | effect [96% CI] | detectable | unit |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for s in study.STUDIES.values():
+        path = study.output_dir(s, scale) / "findings.json"
+        if not path.exists():
+            continue
+        verdicts = json.loads(path.read_text())["verdicts"]
+        for i, v in enumerate(verdicts):
+            lead = (
+                f"[{s.notebook}](notebooks/{s.notebook}.ipynb) | `{s.name}` ({_runs(s, scale)})"
+                if i == 0
+                else " | "
+            )
+            call = f"**{v['call']}**" if v["call"] in ("agrees", "disagrees") else v["call"]
+            lo, hi = v["interval"] or (None, None)
+            effect = (
+                f"{_fmt(v['statistic'])} [{_fmt(lo)}, {_fmt(hi)}]"
+                if v["statistic"] is not None
+                else (v["note"] or "not run")[:80]
+            )
+            split = f" ({v['split']})" if v["split"] else ""
+            mde = v["min_detectable_effect"]
+            detectable = f"{mde:.2g}" if mde is not None and math.isfinite(mde) else "—"
+            out.append(
+                f"| {lead} | {v['text']}{split} | {call} | {effect} | {detectable} | {v['unit']} |"
+            )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", default="cpu", choices=["smoke", "cpu", "gpu"])
+    print("\n".join(rows(parser.parse_args().scale)))
+
+
+if __name__ == "__main__":
+    main()
