@@ -57,12 +57,13 @@ def test_smoke_spec_plans_twelve_runs_at_equal_compute():
     assert keys == [p.run_key for p in plan_sweep(SweepSpec.from_yaml(SMOKE)).points]
 
 
-def test_nstar_cpu_spec_is_the_n_by_bp_grid():
+def test_nstar_cpu_spec_trades_n_against_steps_at_equal_rollouts():
     plan = plan_sweep(SweepSpec.from_yaml(REPO / "studies" / "nstar" / "cpu" / "main.yaml"))
-    assert {p.config.n for p in plan.points} == {2, 4, 8, 16, 32, 64}
+    assert {p.config.n for p in plan.points} == {2, 4, 8, 16, 32}
     assert {p.config.split for p in plan.points} == {"easy", "hard"}
-    assert all(p.config.B <= 256 and p.config.rollouts == 8192 for p in plan.points)
-    assert len(plan.points) == 72  # 36 grid points × 2 seeds
+    assert all(p.config.B_p == 8 and p.config.rollouts == 16384 for p in plan.points)
+    assert {p.config.M for p in plan.points} == {1024, 512, 256, 128, 64}
+    assert len(plan.points) == 30  # 10 configurations × 3 seeds
 
 
 def test_isoflop_gives_each_point_the_most_steps_that_fit():

@@ -42,7 +42,7 @@ def test_the_call_needs_significance_and_reads_the_sign():
     ("claim_id", "min_found"),
     [
         ("nstar.grows_easy", 24),
-        ("bestk.worst_easy", 18),
+        ("bestk.worst_easy", 12),  # power 56% on this design (the benchmark, 200 worlds)
         ("nvsbp.more_n_with_steps", 20),
         ("healthy.kl_entropy_easy", 0),  # 2 seeds per arm: the design detects little (power)
     ],

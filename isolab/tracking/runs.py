@@ -277,6 +277,15 @@ def _assemble(
     params = _cast_params(params).with_columns(
         [pl.col(c).cast(pl.Int64, strict=False) for c in TIME_COLUMNS if c in params.columns]
     )
+    # A numeric field no run logged (added to RunConfig later, or None everywhere and so not
+    # re-logged by an import) is a null column, so that tables of old and new runs line up.
+    params = params.with_columns(
+        [
+            pl.lit(None, dtype=pl.Int64 if kind is int else pl.Float64).alias(c)
+            for c, kind in PARAM_TYPES.items()
+            if c not in params.columns
+        ]
+    )
     if long.height == 0:
         raise ValueError("the runs logged no compute/, flops/ or eval/ metrics")
     # a key logged twice at one step (e.g. a resumed run): the last write wins
