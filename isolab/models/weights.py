@@ -10,6 +10,7 @@ snapshots record it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -231,14 +232,21 @@ def hub_reachable(timeout_s: float = 3.0) -> bool:
     """Whether the Hugging Face Hub answers a TCP connection within `timeout_s` (never, when
     `HF_HUB_OFFLINE` is set): one quick probe instead of transformers' minute of retries."""
     import os
-    import socket
     from urllib.parse import urlparse
 
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
         return False
     url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    return _answers(url.hostname, url.port or 443, timeout_s)
+
+
+@functools.cache
+def _answers(host: str, port: int, timeout_s: float) -> bool:
+    """One TCP probe per process: planning a sweep checks every point's model."""
+    import socket
+
     try:
-        with socket.create_connection((url.hostname, url.port or 443), timeout=timeout_s):
+        with socket.create_connection((host, port), timeout=timeout_s):
             return True
     except OSError:
         return False

@@ -77,7 +77,7 @@ def plan_config(
     """The ledger's plan for `cfg`: per-step and total FLOPs of each component, and ρ."""
     from isolab.models.reward_models import reward_model_config_for
 
-    models.check_source(cfg.model)
+    models.check_source(cfg.model)  # before the tokenizer: a typo fails here, not on the hub
     if prompt_len is None or completion_len is None:
         p, c = expected_lengths(cfg.model, cfg.task, cfg.max_completion_tokens, cfg.data_dir)
         prompt_len = p if prompt_len is None else prompt_len
