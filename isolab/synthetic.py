@@ -329,18 +329,27 @@ def simulate_world(
     noise: NoiseLevels,
     seed: int,
     effect: Mapping[str, np.ndarray] | None = None,
+    seed_share: float | np.ndarray = 0.0,
 ) -> pl.DataFrame:
     """One simulated sweep on the design of `means` (a runs table whose metric columns hold the
     world's mean values): each run draws a training offset per metric, growing with the share of
     training done (sqrt of steps / last step) and shared across metrics in its sign, and each
-    evaluation draws its own sampling noise. `effect` adds a planted difference per metric
-    (an array over the rows). Step-0 evaluations carry sampling noise only."""
+    evaluation draws its own sampling noise. `seed_share` (a number, or one per row) is the share
+    of the training variance common to the runs of one seed (they see the same data order: the
+    seed's part of the offset is drawn once per seed). `effect` adds a planted difference per
+    metric (an array over the rows). Step-0 evaluations carry sampling noise only."""
     rng = np.random.default_rng(seed)
     key = "run_key"
     runs = means[key].unique(maintain_order=True).to_list()
     index = {r: i for i, r in enumerate(runs)}
     run_idx = np.array([index[r] for r in means[key].to_list()])
-    z = rng.standard_normal(len(runs))
+    z = rng.standard_normal(len(runs))[run_idx]
+    share = np.clip(np.broadcast_to(np.asarray(seed_share, float), (means.height,)), 0.0, 1.0)
+    if "seed" in means.columns and np.any(share > 0):
+        seeds = means["seed"].to_numpy()
+        levels, seed_idx = np.unique(seeds, return_inverse=True)
+        common = rng.standard_normal(len(levels))[seed_idx]
+        z = np.sqrt(share) * common + np.sqrt(1.0 - share) * z
     last = means.select(pl.col("step").max().over(key)).to_series().to_numpy().astype(float)
     frac = np.sqrt(means["step"].to_numpy().astype(float) / np.maximum(last, 1.0))
     out = {}
@@ -350,6 +359,6 @@ def simulate_world(
         mu = means[metric].to_numpy().astype(float)
         if effect and metric in effect:
             mu = mu + effect[metric]
-        value = mu + train_sd * z[run_idx] * frac + eval_sd * rng.standard_normal(len(mu))
+        value = mu + train_sd * z * frac + eval_sd * rng.standard_normal(len(mu))
         out[metric] = np.clip(value, 0.0, 1.0)
     return means.with_columns([pl.Series(k, v) for k, v in out.items()])

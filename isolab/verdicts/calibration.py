@@ -21,7 +21,7 @@ import polars as pl
 
 from isolab.synthetic import null_means, simulate_world
 from isolab.verdicts.claims import CLAIMS, MODEL_BASED, RULE_BASED, verdict
-from isolab.verdicts.noise import METRICS, noise_model
+from isolab.verdicts.noise import METRICS, noise_model, seed_share
 
 Data = dict[str, pl.DataFrame]
 #: Groups whose curves differ in the null world (never an effect of the claims).
@@ -185,26 +185,51 @@ def noise_levels(df: pl.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return {m: (ev[m], tr[m]) for m in METRICS if m in df.columns}
 
 
-def _world(data: Data, plant: Callable | None, seed: int, noise: dict, means: dict) -> Data:
-    out = {}
-    for i, (name, df) in enumerate(data.items()):
-        effect = plant(name, df) if plant is not None else None
-        out[name] = simulate_world(means[name], noise[name], seed * 101 + i, effect)
+def seed_shares(df: pl.DataFrame) -> np.ndarray:
+    """Per row, the share of the training variance common to one seed's runs, measured per split
+    (`isolab.verdicts.noise.seed_share`)."""
+    if "split" not in df.columns:
+        return np.full(df.height, seed_share(df))
+    out = np.zeros(df.height)
+    for split in df["split"].unique().to_list():
+        mask = (df["split"] == split).to_numpy()
+        out[mask] = seed_share(df.filter(pl.col("split") == split))
     return out
 
 
-def calibrate(claim_id: str, data: Data, sims: int, planted: bool, seed: int = 0) -> Counter:
+def _world(
+    data: Data, plant: Callable | None, seed: int, noise: dict, means: dict, shares: dict
+) -> Data:
+    out = {}
+    for i, (name, df) in enumerate(data.items()):
+        effect = plant(name, df) if plant is not None else None
+        out[name] = simulate_world(means[name], noise[name], seed * 101 + i, effect, shares[name])
+    return out
+
+
+def calibrate(
+    claim_id: str,
+    data: Data,
+    sims: int,
+    planted: bool,
+    seed: int = 0,
+    shared_seeds: bool = True,
+) -> Counter:
     """Calls of `claim_id` over `sims` simulated worlds on the design of `data` (the study's runs
     tables): with no effect (`planted=False`; the plant's `null_add` when it has one) or with
-    the planted effect. Returns a Counter of calls."""
+    the planted effect. A world's runs of one seed share the part of their training noise the
+    design measured as common to a seed (`seed_shares`; none with `shared_seeds=False`).
+    Returns a Counter of calls."""
     claim = CLAIMS[claim_id]
     plant = PLANTS[claim_id]
     noise = {name: noise_levels(df) for name, df in data.items()}
+    shares = {name: seed_shares(df) if shared_seeds else np.zeros(df.height)
+              for name, df in data.items()}  # fmt: skip
     means = {name: null_means(df, [m for m in METRICS if m in df.columns], GROUPS)
              for name, df in data.items()}  # fmt: skip
     add = plant.add if planted else plant.null_add
     calls: Counter = Counter()
     for s in range(sims):
-        world = _world(data, add, seed + s, noise, means)
+        world = _world(data, add, seed + s, noise, means, shares)
         calls[verdict(claim, claim.run(world)).call] += 1
     return calls

@@ -19,7 +19,7 @@ import polars as pl
 
 from isolab.metrics import best_at_k, worst_at_k
 from isolab.tracking.runs import COUNTS
-from isolab.verdicts.frames import final_rows, pooled_seed_variance
+from isolab.verdicts.frames import final_rows, pooled_seed_variance, with_cell
 
 METRICS = ("eval/avg@4", "eval/best@4", "eval/worst@4")
 
@@ -126,3 +126,24 @@ def eval_variance(rows: pl.DataFrame, metric: str) -> float:
     under any seed variance, which holds it and more."""
     noise = noise_model(rows, (metric,)) if metric in METRICS else {}
     return noise[metric].eval_sd ** 2 if metric in noise else 0.0
+
+
+def seed_share(df: pl.DataFrame, metric: str = "eval/avg@4") -> float:
+    """Share of the seed-to-seed variance of final `metric` that runs of one seed have in common
+    (their data order and sampling draws): 1 − (residual variance of configuration + seed) /
+    (variance within configurations), clipped to [0, 1]; 0 where the seeds are not crossed with
+    the configurations."""
+    rows = with_cell(final_rows(df, metric))
+    var, dof = pooled_seed_variance(rows, metric)
+    if not dof or "seed" not in rows.columns or rows["cell"].n_unique() < 2 or not var > 0:
+        return 0.0
+    dummies = [(rows[col] == v).to_numpy().astype(float)
+               for col in ("cell", "seed") for v in sorted(rows[col].unique().to_list())]  # fmt: skip
+    X = np.column_stack(dummies)
+    y = rows[metric].to_numpy().astype(float)
+    resid_dof = len(y) - int(np.linalg.matrix_rank(X))
+    if resid_dof < 1:
+        return 0.0
+    beta, *_ = np.linalg.lstsq(X, y, rcond=None)
+    resid = float(np.sum((y - X @ beta) ** 2) / resid_dof)
+    return float(min(max(1.0 - resid / var, 0.0), 1.0))

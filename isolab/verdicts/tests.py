@@ -76,14 +76,83 @@ def _from_t(estimate: float, se: float, df: float, n_runs: int, test: str, **kw)
 
 
 # ---- configurations compared at the end of training ------------------------------------------
+#: Fewest residual degrees of freedom a seed-blocked fit must keep to be used.
+MIN_BLOCKED_DF = 2
+
+
+def cell_contrast(
+    rows: pl.DataFrame, metric: str, weights: dict[str, float], block: str | None = None
+) -> tuple[float, float, float] | None:
+    """A contrast Σ w_c·mean_c of configuration means (`rows`: one per run, with a `cell`
+    column), estimated by OLS of `metric` on one mean per cell plus, when `block` names a
+    column, one effect per block: runs that share a seed share its data order and sampling
+    draws (common random numbers), so comparing them within the seed removes the seed's
+    effect from the noise. Returns (estimate, SE, residual df), or None when the contrast is
+    not estimable or the fit keeps fewer than `MIN_BLOCKED_DF` residual df (with a block) or
+    1 (without)."""
+    cells = sorted(rows["cell"].unique().to_list())
+    if not set(weights) <= set(cells):
+        return None
+    y = rows[metric].to_numpy().astype(float)
+    columns = [(rows["cell"] == c).to_numpy().astype(float) for c in cells]
+    if block is not None:
+        levels = sorted(rows[block].unique().to_list())
+        columns += [(rows[block] == b).to_numpy().astype(float) for b in levels[1:]]
+    X = np.column_stack(columns)
+    L = np.zeros(X.shape[1])
+    for c, w in weights.items():
+        L[cells.index(c)] = w
+    pinv = np.linalg.pinv(X)
+    if not np.allclose(L @ pinv @ X, L, atol=1e-8):  # L not in the row space: not estimable
+        return None
+    rank = int(np.linalg.matrix_rank(X))
+    dof = len(y) - rank
+    if dof < (MIN_BLOCKED_DF if block is not None else 1):
+        return None
+    beta = pinv @ y
+    sigma2 = float(np.sum((y - X @ beta) ** 2) / dof)
+    cov = sigma2 * (pinv @ pinv.T)
+    return float(L @ beta), math.sqrt(max(float(L @ cov @ L), 0.0)), float(dof)
+
+
+def _seed_blocks(rows: pl.DataFrame, within: str | None = None) -> pl.DataFrame:
+    """`block`: the seed (within `within`'s level when given), for seed-blocked fits."""
+    if "seed" not in rows.columns:
+        return rows.with_columns(block=pl.lit("0"))
+    parts = [pl.col("seed").cast(pl.String)]
+    if within is not None:
+        parts.insert(0, pl.col(within).cast(pl.String))
+    return rows.with_columns(block=pl.concat_str(parts, separator="|"))
+
+
 def compare_arms(df: pl.DataFrame, metric: str, factor: str, a: object, b: object) -> TestResult:
-    """Mean final `metric` of runs with `factor == a` minus those with `factor == b`; the noise
-    is the pooled seed variance of every configuration in `df` (two-sample t)."""
-    rows = final_rows(df, metric)
-    arm_a = rows.filter(pl.col(factor) == a)[metric]
-    arm_b = rows.filter(pl.col(factor) == b)[metric]
-    if not len(arm_a) or not len(arm_b):
-        return TestResult.refused(f"no runs with {factor} = {a if not len(arm_a) else b}")
+    """Mean final `metric` of runs with `factor == a` minus those with `factor == b`.
+
+    When the arms share seeds (the sweep runs every configuration under every seed) the
+    comparison is within seeds: OLS of the final metric on configuration + seed, the noise the
+    residual (a seed's data order and sampling draws are common to its runs, so its effect
+    cancels). Otherwise, or with too few runs for that, the noise is the seed variance within
+    configurations, pooled over every configuration in `df` (two-sample t), floored at the
+    evaluation's sampling variance."""
+    rows = with_cell(final_rows(df, metric))
+    arm_a = rows.filter(pl.col(factor) == a)
+    arm_b = rows.filter(pl.col(factor) == b)
+    if not arm_a.height or not arm_b.height:
+        return TestResult.refused(f"no runs with {factor} = {a if not arm_a.height else b}")
+    extra = {"mean_a": float(arm_a[metric].mean()), "mean_b": float(arm_b[metric].mean()),
+             "runs_a": arm_a.height, "runs_b": arm_b.height}  # fmt: skip
+    cells_a, cells_b = arm_a["cell"].unique().to_list(), arm_b["cell"].unique().to_list()
+    weights = {c: 1 / len(cells_a) for c in cells_a} | {c: -1 / len(cells_b) for c in cells_b}
+    blocked = cell_contrast(_seed_blocks(rows), metric, weights, "block")
+    if blocked is not None and "seed" in rows.columns:
+        est, se, dof = blocked
+        var, _ = pooled_seed_variance(rows, metric)
+        return _from_t(
+            est, se, dof, rows.height,
+            f"paired by seed: OLS of final {metric} on configuration + seed ({dof:.0f} df)",
+            extra=extra | {"seed_sd": math.sqrt(var) if math.isfinite(var) else math.nan,
+                           "within_seed_se": se},
+        )  # fmt: skip
     var, dof = pooled_seed_variance(rows, metric)
     test = f"two-sample t on final {metric}, seed variance pooled over configurations"
     if dof == 0:
@@ -93,13 +162,10 @@ def compare_arms(df: pl.DataFrame, metric: str, factor: str, a: object, b: objec
     floor = eval_variance(rows, metric)
     if var < floor:  # few seeds can agree by chance: never below the sampling noise
         var, test = floor, test + " (floored at the evaluation's sampling variance)"
-    se = math.sqrt(var * (1 / len(arm_a) + 1 / len(arm_b)))
-    est = float(arm_a.mean() - arm_b.mean())
-    return _from_t(
-        est, se, dof, rows.height, f"{test} ({dof} df)",
-        extra={"mean_a": float(arm_a.mean()), "mean_b": float(arm_b.mean()),
-               "runs_a": len(arm_a), "runs_b": len(arm_b), "seed_sd": math.sqrt(var)},
-    )  # fmt: skip
+    se = math.sqrt(var * (1 / arm_a.height + 1 / arm_b.height))
+    est = extra["mean_a"] - extra["mean_b"]
+    return _from_t(est, se, dof, rows.height, f"{test} ({dof} df)",
+                   extra=extra | {"seed_sd": math.sqrt(var)})  # fmt: skip
 
 
 def contrast_best(
@@ -110,30 +176,43 @@ def contrast_best(
     others: Sequence[object],
     stratum: str,
 ) -> TestResult:
-    """Is `best` above every other level of `factor`? OLS of the final `metric` on `stratum`
-    and `factor` (additive), one contrast best − other per other level, Holm-adjusted. The
-    result is the weakest contrast (the one a "best" claim hinges on), or a significantly
-    negative one when there is one."""
-    import statsmodels.formula.api as smf
-
+    """Is `best` above every other level of `factor`? One contrast best − other per other level,
+    each the mean over `stratum`'s levels of the difference of cell means (the factor's effect
+    may change with the stratum: a learning-rate rule helps at one batch and hurts at another),
+    Holm-adjusted. Runs sharing a seed within a stratum are compared within it (OLS on cell +
+    stratum|seed) when that keeps enough df; otherwise the noise is the seed variance within
+    cells. The result is the weakest contrast (the one a "best" claim hinges on), or a
+    significantly negative one when there is one."""
     rows = final_rows(df, metric).filter(pl.col(factor).is_in([best, *others]))
     levels = set(rows[factor].unique().to_list())
     if best not in levels or not levels & set(others):
         return TestResult.refused(f"{factor}: need {best} and at least one of {list(others)}")
-    data = rows.select(
-        pl.col(metric).alias("y"), pl.col(factor).cast(pl.String).alias("f"),
-        pl.col(stratum).cast(pl.String).alias("s"),
-    ).to_pandas()  # fmt: skip
-    model = smf.ols(f"y ~ C(s) + C(f, Treatment('{best}'))", data).fit()
-    dof = float(model.df_resid)
-    if dof < 1:
-        return TestResult.refused("too few runs for the contrasts", rows.height)
-    contrasts = []
+    rows = _seed_blocks(rows, stratum).with_columns(
+        cell=pl.concat_str([pl.col(stratum).cast(pl.String), pl.col(factor).cast(pl.String)],
+                           separator="|"))  # fmt: skip
+    strata = sorted(rows[stratum].unique().to_list())
+    contrasts, how, dof = [], "", math.nan
     for other in others:
-        name = f"C(f, Treatment('{best}'))[T.{other}]"
-        if name in model.params.index:
-            est, se = -float(model.params[name]), float(model.bse[name])
-            contrasts.append((str(other), est, se, t_test(est, se, dof)[0]))
+        weights: dict[str, float] = {}
+        for s in strata:
+            hi, lo = f"{s}|{best}", f"{s}|{other}"
+            if hi in set(rows["cell"]) and lo in set(rows["cell"]):
+                weights[hi], weights[lo] = 1.0, -1.0
+        if not weights:
+            continue
+        k = len(weights) / 2
+        weights = {c: w / k for c, w in weights.items()}
+        fit = cell_contrast(rows, metric, weights, "block") if "seed" in rows.columns else None
+        how_now = f"paired by {stratum}|seed"
+        if fit is None:
+            fit, how_now = cell_contrast(rows, metric, weights), "seed variance within cells"
+        if fit is None:
+            continue
+        est, se, dof = fit
+        how = how_now
+        contrasts.append((str(other), est, se, t_test(est, se, dof)[0]))
+    if not contrasts:
+        return TestResult.refused("too few runs for the contrasts", rows.height)
     adjusted = holm([c[3] for c in contrasts])
     chosen = min(range(len(contrasts)), key=lambda i: contrasts[i][1])  # the weakest
     negatives = [i for i, c in enumerate(contrasts) if c[1] < 0 and adjusted[i] < ALPHA]
@@ -144,8 +223,9 @@ def contrast_best(
     q = _t_quantile(dof)
     return TestResult(
         est, se, dof, p_all, (est - q * se, est + q * se), min_detectable(se, dof), rows.height,
-        f"OLS of final {metric} on {stratum} + {factor} ({dof:.0f} df); contrasts {best} − "
-        f"{', '.join(c[0] for c in contrasts)}, Holm-adjusted; shown: {best} − {other}",
+        f"cell means of final {metric} per {stratum} × {factor}, {how} ({dof:.0f} df); "
+        f"contrasts {best} − {', '.join(c[0] for c in contrasts)} averaged over {stratum}, "
+        f"Holm-adjusted; shown: {best} − {other}",
         extra={f"{best}-{c[0]}": c[1] for c in contrasts},
     )  # fmt: skip
 
