@@ -203,6 +203,40 @@ def test_n_star_direction_is_read_from_the_test():
     assert direction(v("inconclusive", (-0.001, 0.005)), 0.002) == "not resolved"
 
 
+def _curve(key: str, n: int, values: list[float], limit: int | None) -> pl.DataFrame:
+    C = [0.0] + [256.0 * 2**i for i in range(len(values) - 1)]
+    return pl.DataFrame({"run_key": key, "n": n, "split": "easy", "train_limit": limit,
+                         "step": list(range(len(values))), "compute/rollouts": C,
+                         "eval/avg@4": values}, schema_overrides={"train_limit": pl.Int64})  # fmt: skip
+
+
+def test_a_plateau_starts_where_the_curve_stops_gaining():
+    from isolab.study.analyses.nstar import plateaus
+
+    flat = _curve("a", 2, [0.2, 0.3, 0.4, 0.5, 0.55, 0.552, 0.548, 0.551], 64)  # flat from 2,048
+    rising = _curve("b", 8, [0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55], 64)
+    table = plateaus(pl.concat([flat, rising]))
+    a, b = table.row(0, named=True), table.row(1, named=True)
+    assert a["from_C"] == 2048 and a["doublings"] == 3 and abs(a["gain_per_doubling"]) < 0.01
+    assert b["from_C"] is None and b["doublings"] == 0
+
+
+def test_runs_on_a_cut_pool_stay_out_of_the_frontier_and_the_tests():
+    from isolab.study.analyses.nstar import combined, cut_pool
+    from isolab.verdicts.frames import one_pool
+
+    main = _curve("m", 4, [0.2, 0.3, 0.4], None)
+    same = _curve("l", 8, [0.2, 0.3, 0.4, 0.45], None)
+    cut = _curve("c", 2, [0.2, 0.3, 0.4, 0.45], 64)
+    data = {"long": pl.concat([same, cut]), "main": main}
+    assert sorted(combined(data)["run_key"].unique()) == ["l", "m"]
+    assert cut_pool(data)["run_key"].unique().to_list() == ["c"]
+    both, rest = one_pool([cut, main])  # the first table's pool decides
+    assert both["run_key"].unique().to_list() == ["c"] and rest["run_key"].unique().to_list() == [
+        "m"
+    ]
+
+
 def test_findings_are_strict_json_even_when_a_fit_fails(tmp_path, monkeypatch):
     from isolab.study.analyses import Report
 

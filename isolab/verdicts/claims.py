@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from isolab.verdicts import tests
+from isolab.verdicts.frames import one_pool
 from isolab.verdicts.model import Verdict, decide
 from isolab.verdicts.tests import TestResult
 
@@ -53,8 +54,8 @@ def _split(df: pl.DataFrame, split: str | None) -> pl.DataFrame:
 
 
 def _combined(data: Data, *names: str) -> pl.DataFrame:
-    frames = [data[n] for n in names if n in data and data[n].height]
-    return pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
+    """The named sweeps as one table, on the first one's training pool (`frames.one_pool`)."""
+    return one_pool([data[n] for n in names if n in data])[0]
 
 
 def _covariates(df: pl.DataFrame, *names: str) -> tuple[str, ...]:

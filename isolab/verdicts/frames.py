@@ -52,3 +52,27 @@ def pooled_seed_variance(rows: pl.DataFrame, metric: str) -> tuple[float, int]:
     if dof == 0:
         return math.nan, 0
     return float(((cells["n"] - 1) * cells["var"]).sum() / dof), dof
+
+
+def _pool(df: pl.DataFrame) -> pl.Expr:
+    return pl.col("train_limit") if "train_limit" in df.columns else pl.lit(None, pl.Int64)
+
+
+def one_pool(frames: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Several sweeps' runs tables as one, keeping the runs trained on the first table's pool
+    (its `train_limit`, None = every training problem): a run trained on a cut pool answers
+    another question. Returns (the combined runs, the runs left out)."""
+    frames = [df for df in frames if df.height]
+    if not frames:
+        raise ValueError("no runs to combine")
+    first = frames[0]
+    limit = first["train_limit"][0] if "train_limit" in first.columns else None
+    kept, left = [first], []
+    for df in frames[1:]:
+        same = df.select(_pool(df).eq_missing(pl.lit(limit, pl.Int64))).to_series()
+        kept.append(df.filter(same))
+        left.append(df.filter(~same))
+    combined = pl.concat(kept, how="diagonal_relaxed") if len(kept) > 1 else kept[0]
+    out = [d for d in left if d.height]
+    rest = pl.concat(out, how="diagonal_relaxed") if out else first.clear()
+    return combined, rest

@@ -4,9 +4,11 @@ Every test reads the layout of `isolab.tracking.runs.load_runs` (one row per run
 and models the two sources of noise a result carries: training (a run's seed) and evaluation
 (sampling the validation problems). Runs of one configuration differ by both; so
 
-- comparisons of configurations at the end of training use the spread of seeds within
-  configurations, pooled over all configurations of the sweep (one-way ANOVA residual), and
-  refuse to test when no configuration has two seeds (the training noise is then unmeasured);
+- comparisons of configurations at the end of training are made within seeds when every arm ran
+  every seed (OLS on configuration + seed: a seed fixes the data order and the sampling draws,
+  which its runs share), else on the spread of seeds within configurations, pooled over all
+  configurations of the sweep (one-way ANOVA residual); they refuse to test when no
+  configuration has two seeds (the training noise is then unmeasured);
 - slopes and interactions over the whole learning curve are regressions (statsmodels OLS) with
   one fixed effect per compute checkpoint and errors clustered by run (a run's evaluations share
   its seed), t-tests on G − 1 degrees of freedom for G runs.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import polars as pl
 
 from isolab import frontier as fr
@@ -20,13 +21,113 @@ from isolab.study.analyses.report import (
     splits_of,
 )
 from isolab.verdicts import claims
+from isolab.verdicts.frames import one_pool
 
 
 def combined(data: dict[str, pl.DataFrame]) -> pl.DataFrame:
     """The sweeps of one study as one runs table (e.g. nstar's `main` grid and `long` runs):
-    the frontier analysis reads every run at every compute it reached."""
-    frames = [df for df in data.values() if df.height]
-    return pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
+    the frontier analysis reads every run at every compute it reached. Runs trained on another
+    pool than `main`'s (`train_limit`) are left out: `cut_pool` holds them."""
+    return one_pool(_main_first(data))[0]
+
+
+def cut_pool(data: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """The runs trained on another pool than `main`'s (nstar's `long`: the first 64 problems)."""
+    return one_pool(_main_first(data))[1]
+
+
+def _main_first(data: dict[str, pl.DataFrame]) -> list[pl.DataFrame]:
+    return [data[k] for k in sorted(data, key=lambda k: k != "main")]
+
+
+#: A curve has plateaued from C on when, past C, it gains at most this much avg@4 per doubling
+#: of compute, over at least one doubling: a third of the 0.03 that the testbed's Easy
+#: comparisons must resolve.
+PLATEAU_GAIN = 0.01
+
+
+def _broken_stick(x: np.ndarray, y: np.ndarray) -> tuple[int, float] | None:
+    """The break of a two-piece linear fit of `y` on `x` (log2 C) with the least squared error:
+    (index of the break checkpoint, slope after it). Breaks leave a point before them and at
+    least one doubling after; None when no checkpoint can."""
+    best = None
+    for i in range(1, len(x) - 1):
+        if x[-1] - x[i] < 1:
+            break
+        X = np.column_stack([np.ones_like(x), np.minimum(x - x[i], 0), np.maximum(x - x[i], 0)])
+        coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+        rss = float(np.sum((y - X @ coef) ** 2))
+        if best is None or rss < best[0]:
+            best = (rss, i, float(coef[2]))
+    return None if best is None else (best[1], best[2])
+
+
+def plateaus(df: pl.DataFrame, metric: str = Y) -> pl.DataFrame:
+    """Per run (one seed per n on the cut pool), where its curve stops rising: a two-piece
+    linear fit of `metric` on log2 C (rising, then a second slope from the break on, chosen by
+    least squares over the checkpoints); the curve has plateaued from the break (`from_C`) when
+    the second slope (`gain_per_doubling`) is at most `PLATEAU_GAIN`, for the `doublings` to the
+    run's last checkpoint (null / 0 otherwise)."""
+    rows = []
+    for (key,), run in df.filter(pl.col(X) > 0).sort(X).group_by(["run_key"], maintain_order=True):
+        x = np.log2(run[X].to_numpy().astype(float))
+        y = run[metric].to_numpy().astype(float)
+        fit = _broken_stick(x, y)
+        flat = fit is not None and fit[1] <= PLATEAU_GAIN
+        rows.append({
+            "n": int(run["n"][0]), "split": run["split"][0] if "split" in run.columns else None,
+            "train_limit": run["train_limit"][0] if "train_limit" in run.columns else None,
+            "from_C": float(2 ** x[fit[0]]) if flat else None,
+            "doublings": float(x[-1] - x[fit[0]]) if flat else 0.0,
+            "gain_per_doubling": fit[1] if fit is not None else math.nan,
+            "last_C": float(2 ** x[-1]), "last": float(y[-1]), "run_key": key,
+        })  # fmt: skip
+    return pl.DataFrame(rows).sort("n") if rows else pl.DataFrame()
+
+
+def _saturation(rep: Report, cut: pl.DataFrame) -> None:
+    """The cut-pool runs: their curves, where each plateaus, and which n leads at each C."""
+    if not cut.height:
+        return
+    table = plateaus(cut)
+    rep.tables["plateaus"] = table
+    limit = int(cut["train_limit"].drop_nulls()[0])
+    fig, (ax,) = figure_row(1)
+    curves = cut.group_by(["n", X]).agg(pl.col(Y).mean().alias("mean"), pl.lit(0.0).alias("std"))
+    ax.set_xscale("log", base=2)
+    plots.plot_curves(curves, ax, x=X, y=Y, by="n")
+    for r in table.iter_rows(named=True):
+        if r["from_C"] is not None:
+            ax.axvline(r["from_C"], color="grey", lw=0.6, ls=":")
+    ax.set_title(f"trained on {limit} problems: plateaus (dotted) per n", fontsize="small")
+    rep.figures["saturation"] = plots.tidy(fig)
+    leader = (
+        cut.filter(pl.col(X) > 0).sort(Y, descending=True).group_by(X).first().sort(X)
+        .select(X, "n", Y)
+    )  # fmt: skip
+    rep.tables["cut_pool_leader"] = leader
+    smallest = table.row(0, named=True)
+    rep.findings["saturation"] = {
+        "train_limit": limit,
+        "plateaus": table.drop("run_key").to_dicts(),
+        "smallest_n_plateau_doublings": smallest["doublings"],
+        "leader_by_C": leader.to_dicts(),
+    }
+    parts = [
+        f"n = {r['n']} from {fmt_compute(r['from_C'])} ({r['doublings']:.0f} doublings, "
+        f"{r['gain_per_doubling']:+.3f} per doubling)" if r["from_C"] is not None
+        else f"n = {r['n']} not within {fmt_compute(r['last_C'])}"
+        for r in table.iter_rows(named=True)
+    ]  # fmt: skip
+    lead = ", ".join(
+        f"{fmt_compute(c)}: n = {n}" for c, n in zip(leader[X], leader["n"], strict=True)
+    )
+    rep.summary.append(
+        f"Saturation (Easy, trained on the first {limit} problems, one seed): curves plateau "
+        f"(a two-piece fit on log2 C gains ≤ {PLATEAU_GAIN} avg@4 per doubling past its break) for "
+        + "; ".join(parts)
+        + f". The best n at each C on that pool: {lead}."
+    )
 
 
 def _nstar_by_split(df: pl.DataFrame, scale: str) -> dict[str, fr.NStarResult]:
@@ -96,5 +197,6 @@ def nstar(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
     rep.figures["frontier"] = plots.tidy(fig_f)
     rep.figures["n_star"] = plots.tidy(fig_n)
     add_noise(rep, df)
+    _saturation(rep, cut_pool(data))
     rep.add_verdicts(verdicts)
     return rep
