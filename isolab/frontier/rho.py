@@ -115,7 +115,7 @@ def rho_frontier(
             *[pl.col(c).mean() for c in share_cols],
             pl.len().alias("n_points"),
         )
-        .sort([*by, "rho"])
+        .sort([*by, "rho", key])  # the run breaks ties: the bootstrap draws stay put
     )
     groups = df.select(by).unique().sort(list(by)).rows()
     fits = []
