@@ -345,8 +345,11 @@ def simulate_world(
     run_idx = np.array([index[r] for r in means[key].to_list()])
     z = rng.standard_normal(len(runs))[run_idx]
     share = np.clip(np.broadcast_to(np.asarray(seed_share, float), (means.height,)), 0.0, 1.0)
-    if "seed" in means.columns and np.any(share > 0):
-        seeds = means["seed"].to_numpy()
+    if "seed" in means.columns and not means["seed"].null_count() and np.any(share > 0):
+        parts = [pl.col("seed").cast(pl.String)]
+        if "split" in means.columns:  # one seed's Easy and Hard runs see different data
+            parts.insert(0, pl.col("split").cast(pl.String).fill_null(""))
+        seeds = means.select(pl.concat_str(parts, separator="|")).to_series().to_numpy()
         levels, seed_idx = np.unique(seeds, return_inverse=True)
         common = rng.standard_normal(len(levels))[seed_idx]
         z = np.sqrt(share) * common + np.sqrt(1.0 - share) * z

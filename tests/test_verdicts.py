@@ -129,6 +129,35 @@ def test_a_best_rule_is_found_when_the_others_fail_at_different_batches():
     assert flipped.estimate < 0 and flipped.p_value < 0.04
 
 
+def test_arms_of_a_column_outside_the_config_are_still_two_arms():
+    """A factor that is not a RunConfig field (here `arm`) still splits the runs in two: no
+    effect planted, none found."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for arm in ("on", "off"):
+        for seed in range(5):
+            value = 0.4 + 0.01 * rng.standard_normal()
+            rows += [(f"{arm}{seed}", arm, seed, 0, 0.3, 200, 16),
+                     (f"{arm}{seed}", arm, seed, 10, value, 200, 16)]  # fmt: skip
+    result = compare_arms(_seeded(rows, ["arm"]), "eval/avg@4", "arm", "on", "off")
+    assert abs(result.estimate) < 0.02 and result.p_value > 0.04
+    assert result.estimate == pytest.approx(result.extra["mean_a"] - result.extra["mean_b"])
+
+
+def test_a_best_rule_is_not_called_over_a_rival_it_never_met():
+    """sqrt ran only at B = 16, linear only at B = 256: no contrast sqrt − linear exists, so
+    "sqrt beats every rule" is refused rather than called on const alone."""
+    rows = []
+    for B, rule in ((16, "sqrt"), (16, "const"), (256, "const"), (256, "linear")):
+        for seed in range(3):
+            value = 0.4 + 0.1 * (rule == "sqrt") + 0.005 * seed
+            rows += [(f"{B}{rule}{seed}", B, rule, seed, 0, 0.3, 200, 16),
+                     (f"{B}{rule}{seed}", B, rule, seed, 10, value, 200, 16)]  # fmt: skip
+    df = _seeded(rows, ["B", "lr_scaling"])
+    result = contrast_best(df, "eval/avg@4", "lr_scaling", "sqrt", ("const", "linear"), "B")
+    assert not result.ran and "linear" in result.note
+
+
 def test_a_comparison_without_seed_replicates_refuses_to_call():
     df = _design("healthy-recipe")["regularisers"].filter(pl.col("seed") == 0)
     result = compare_arms(df, "eval/avg@4", "recipe", "kl_entropy", "none")

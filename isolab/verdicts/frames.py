@@ -62,13 +62,14 @@ def one_pool(frames: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Several sweeps' runs tables as one, keeping the runs trained on the first table's pool
     (its `train_limit`, None = every training problem): a run trained on a cut pool answers
     another question. Returns (the combined runs, the runs left out)."""
-    frames = [df for df in frames if df.height]
-    if not frames:
+    if not any(df.height for df in frames):
         raise ValueError("no runs to combine")
-    first = frames[0]
-    limit = first["train_limit"][0] if "train_limit" in first.columns else None
+    first = frames[0]  # its pool decides, even when it has no runs yet (then: every problem)
+    limit = first["train_limit"][0] if "train_limit" in first.columns and first.height else None
     kept, left = [first], []
     for df in frames[1:]:
+        if not df.height:
+            continue
         same = df.select(_pool(df).eq_missing(pl.lit(limit, pl.Int64))).to_series()
         kept.append(df.filter(same))
         left.append(df.filter(~same))

@@ -129,14 +129,16 @@ def eval_variance(rows: pl.DataFrame, metric: str) -> float:
 
 
 def seed_share(df: pl.DataFrame, metric: str = "eval/avg@4") -> float:
-    """Share of the seed-to-seed variance of final `metric` that runs of one seed have in common
-    (their data order and sampling draws): 1 − (residual variance of configuration + seed) /
-    (variance within configurations), clipped to [0, 1]; 0 where the seeds are not crossed with
-    the configurations."""
+    """Share of the training part of the seed-to-seed variance of final `metric` that runs of
+    one seed have in common (their data order and sampling draws): (variance within
+    configurations − residual variance of configuration + seed) / (variance within
+    configurations − evaluation variance), clipped to [0, 1] — the share `simulate_world`
+    applies to its training noise; 0 where the seeds are not crossed with the configurations."""
     rows = with_cell(final_rows(df, metric))
     var, dof = pooled_seed_variance(rows, metric)
     if not dof or "seed" not in rows.columns or rows["cell"].n_unique() < 2 or not var > 0:
         return 0.0
+    rows = rows.filter(pl.col("seed").is_not_null() & pl.col("cell").is_not_null())
     dummies = [(rows[col] == v).to_numpy().astype(float)
                for col in ("cell", "seed") for v in sorted(rows[col].unique().to_list())]  # fmt: skip
     X = np.column_stack(dummies)
@@ -146,4 +148,7 @@ def seed_share(df: pl.DataFrame, metric: str = "eval/avg@4") -> float:
         return 0.0
     beta, *_ = np.linalg.lstsq(X, y, rcond=None)
     resid = float(np.sum((y - X @ beta) ** 2) / resid_dof)
-    return float(min(max(1.0 - resid / var, 0.0), 1.0))
+    train = var - eval_variance(rows, metric)
+    if not train > 0:
+        return 0.0
+    return float(min(max((var - resid) / train, 0.0), 1.0))

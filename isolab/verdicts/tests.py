@@ -92,8 +92,10 @@ def cell_contrast(
     effect from the noise. Returns (estimate, SE, residual df), or None when the contrast is
     not estimable or the fit keeps fewer than `MIN_BLOCKED_DF` residual df (with a block) or
     1 (without)."""
+    if rows["cell"].null_count() or (block is not None and rows[block].null_count()):
+        return None  # a run without a configuration or a seed cannot be placed
     cells = sorted(rows["cell"].unique().to_list())
-    if not set(weights) <= set(cells):
+    if not weights or not set(weights) <= set(cells):
         return None
     y = rows[metric].to_numpy().astype(float)
     columns = [(rows["cell"] == c).to_numpy().astype(float) for c in cells]
@@ -118,9 +120,10 @@ def cell_contrast(
 
 
 def _seed_blocks(rows: pl.DataFrame, within: str | None = None) -> pl.DataFrame:
-    """`block`: the seed (within `within`'s level when given), for seed-blocked fits."""
+    """`block`: the seed (within `within`'s level when given), for seed-blocked fits; null
+    where a run has no seed (the blocked fit then declines)."""
     if "seed" not in rows.columns:
-        return rows.with_columns(block=pl.lit("0"))
+        return rows.with_columns(block=pl.lit(None, pl.String))
     parts = [pl.col("seed").cast(pl.String)]
     if within is not None:
         parts.insert(0, pl.col(within).cast(pl.String))
@@ -137,6 +140,9 @@ def compare_arms(df: pl.DataFrame, metric: str, factor: str, a: object, b: objec
     configurations, pooled over every configuration in `df` (two-sample t), floored at the
     evaluation's sampling variance."""
     rows = with_cell(final_rows(df, metric))
+    rows = rows.with_columns(  # the arms are cells even where `factor` is not a config field
+        cell=pl.concat_str([pl.col("cell"), pl.col(factor).cast(pl.String)], separator="|")
+    )
     arm_a = rows.filter(pl.col(factor) == a)
     arm_b = rows.filter(pl.col(factor) == b)
     if not arm_a.height or not arm_b.height:
@@ -146,7 +152,7 @@ def compare_arms(df: pl.DataFrame, metric: str, factor: str, a: object, b: objec
     cells_a, cells_b = arm_a["cell"].unique().to_list(), arm_b["cell"].unique().to_list()
     weights = {c: 1 / len(cells_a) for c in cells_a} | {c: -1 / len(cells_b) for c in cells_b}
     blocked = cell_contrast(_seed_blocks(rows), metric, weights, "block")
-    if blocked is not None and "seed" in rows.columns:
+    if blocked is not None:
         est, se, dof = blocked
         var, _ = pooled_seed_variance(rows, metric)
         return _from_t(
@@ -189,38 +195,46 @@ def contrast_best(
     levels = set(rows[factor].unique().to_list())
     if best not in levels or not levels & set(others):
         return TestResult.refused(f"{factor}: need {best} and at least one of {list(others)}")
-    rows = _seed_blocks(rows, stratum).with_columns(
-        cell=pl.concat_str([pl.col(stratum).cast(pl.String), pl.col(factor).cast(pl.String)],
-                           separator="|"))  # fmt: skip
-    strata = sorted(rows[stratum].unique().to_list())
-    contrasts, how, dof = [], "", math.nan
+    rows = (
+        _seed_blocks(rows, stratum)
+        .with_columns(s_key=pl.col(stratum).cast(pl.String), f_key=pl.col(factor).cast(pl.String))
+        .with_columns(cell=pl.concat_str(["s_key", "f_key"], separator="|"))
+    )
+    key = dict(zip(rows[factor].to_list(), rows["f_key"].to_list(), strict=True))
+    present = sorted({str(o) for o in others if o in levels})
+    contrasts = []  # (other, estimate, se, p, df, how)
     for other in others:
+        if other not in levels:
+            continue
+        cells = set(rows["cell"].to_list())
         weights: dict[str, float] = {}
-        for s in strata:
-            hi, lo = f"{s}|{best}", f"{s}|{other}"
-            if hi in set(rows["cell"]) and lo in set(rows["cell"]):
+        for s in sorted(set(rows["s_key"].to_list())):
+            hi, lo = f"{s}|{key[best]}", f"{s}|{key[other]}"
+            if hi in cells and lo in cells:
                 weights[hi], weights[lo] = 1.0, -1.0
-        if not weights:
+        if not weights:  # never at one stratum with best: no contrast (refused below)
             continue
         k = len(weights) / 2
         weights = {c: w / k for c, w in weights.items()}
-        fit = cell_contrast(rows, metric, weights, "block") if "seed" in rows.columns else None
-        how_now = f"paired by {stratum}|seed"
+        fit, how = (cell_contrast(rows, metric, weights, "block"), f"paired by {stratum}|seed")
         if fit is None:
-            fit, how_now = cell_contrast(rows, metric, weights), "seed variance within cells"
+            fit, how = cell_contrast(rows, metric, weights), "seed variance within cells"
         if fit is None:
             continue
         est, se, dof = fit
-        how = how_now
-        contrasts.append((str(other), est, se, t_test(est, se, dof)[0]))
-    if not contrasts:
-        return TestResult.refused("too few runs for the contrasts", rows.height)
+        contrasts.append((str(other), est, se, t_test(est, se, dof)[0], dof, how))
+    untested = sorted(set(present) - {c[0] for c in contrasts})
+    if untested:  # a "best" claim must beat every rival the data hold
+        return TestResult.refused(
+            f"{factor} = {best} is never at a {stratum} (with seeds enough to compare) where "
+            f"{', '.join(untested)} ran: no contrast", rows.height,
+        )  # fmt: skip
     adjusted = holm([c[3] for c in contrasts])
     chosen = min(range(len(contrasts)), key=lambda i: contrasts[i][1])  # the weakest
     negatives = [i for i, c in enumerate(contrasts) if c[1] < 0 and adjusted[i] < ALPHA]
     if negatives:
         chosen = negatives[0]
-    other, est, se, _ = contrasts[chosen]
+    other, est, se, _, dof, how = contrasts[chosen]
     p_all = max(adjusted) if all(c[1] > 0 for c in contrasts) else adjusted[chosen]
     q = _t_quantile(dof)
     return TestResult(

@@ -69,7 +69,8 @@ def plateaus(df: pl.DataFrame, metric: str = Y) -> pl.DataFrame:
     the second slope (`gain_per_doubling`) is at most `PLATEAU_GAIN`, for the `doublings` to the
     run's last checkpoint (null / 0 otherwise)."""
     rows = []
-    for (key,), run in df.filter(pl.col(X) > 0).sort(X).group_by(["run_key"], maintain_order=True):
+    ok = df.filter((pl.col(X) > 0) & pl.col(metric).is_finite())
+    for (key,), run in ok.sort(X).group_by(["run_key"], maintain_order=True):
         x = np.log2(run[X].to_numpy().astype(float))
         y = run[metric].to_numpy().astype(float)
         fit = _broken_stick(x, y)
@@ -90,25 +91,32 @@ def _saturation(rep: Report, cut: pl.DataFrame) -> None:
     if not cut.height:
         return
     table = plateaus(cut)
+    if not table.height:
+        return
     rep.tables["plateaus"] = table
-    limit = int(cut["train_limit"].drop_nulls()[0])
+    limits = cut["train_limit"].drop_nulls() if "train_limit" in cut.columns else []
+    pool = f"the first {int(limits[0])} problems" if len(limits) else "every problem"
     fig, (ax,) = figure_row(1)
-    curves = cut.group_by(["n", X]).agg(pl.col(Y).mean().alias("mean"), pl.lit(0.0).alias("std"))
+    curves = (
+        cut.group_by(["n", X]).agg(pl.col(Y).mean().alias("mean"), pl.lit(0.0).alias("std"))
+        .sort("n", X)
+    )  # fmt: skip
     ax.set_xscale("log", base=2)
     plots.plot_curves(curves, ax, x=X, y=Y, by="n")
     for r in table.iter_rows(named=True):
         if r["from_C"] is not None:
             ax.axvline(r["from_C"], color="grey", lw=0.6, ls=":")
-    ax.set_title(f"trained on {limit} problems: plateaus (dotted) per n", fontsize="small")
+    ax.set_title(f"trained on {pool}: plateaus (dotted) per n", fontsize="small")
     rep.figures["saturation"] = plots.tidy(fig)
     leader = (
-        cut.filter(pl.col(X) > 0).sort(Y, descending=True).group_by(X).first().sort(X)
+        cut.filter((pl.col(X) > 0) & pl.col(Y).is_finite())
+        .sort(Y, descending=True).group_by(X).first().sort(X)
         .select(X, "n", Y)
     )  # fmt: skip
     rep.tables["cut_pool_leader"] = leader
     smallest = table.row(0, named=True)
     rep.findings["saturation"] = {
-        "train_limit": limit,
+        "pool": pool,
         "plateaus": table.drop("run_key").to_dicts(),
         "smallest_n_plateau_doublings": smallest["doublings"],
         "leader_by_C": leader.to_dicts(),
@@ -123,7 +131,7 @@ def _saturation(rep: Report, cut: pl.DataFrame) -> None:
         f"{fmt_compute(c)}: n = {n}" for c, n in zip(leader[X], leader["n"], strict=True)
     )
     rep.summary.append(
-        f"Saturation (Easy, trained on the first {limit} problems, one seed): curves plateau "
+        f"Saturation (Easy, trained on {pool}, one seed): curves plateau "
         f"(a two-piece fit on log2 C gains ≤ {PLATEAU_GAIN} avg@4 per doubling past its break) for "
         + "; ".join(parts)
         + f". The best n at each C on that pool: {lead}."
