@@ -309,17 +309,24 @@ def null_means(
     """A world with no effect of any configuration: every run follows the mean learning curve
     of its group `by` (e.g. the split) at each checkpoint, as the design measured it. The
     checkpoint is the compute the design equalises: rollouts when every run ends at the same
-    rollouts (IsoCompute), else FLOPs (IsoFLOP), binned by an eighth of a doubling; a run that
-    skips a checkpoint (its first step already lies beyond it) is not shifted onto the next."""
+    rollouts (IsoCompute), binned by an eighth of a doubling (a run that skips a checkpoint,
+    its first step already beyond it, is not shifted onto the next); on an IsoFLOP grid, where
+    every run evaluates at the same fractions of the budget but ends a few percent apart in
+    FLOPs (whole steps), the k-th evaluation of every run — binning FLOPs there would split a
+    group's final evaluations by configuration and keep the design's own effects in the null."""
     group = [c for c in by if c in design.columns]
     ends = design.group_by("run_key").agg(pl.col("compute/rollouts").max())["compute/rollouts"]
     iso_rollouts = (
         float(ends.min()) >= 0.99 * float(ends.max()) or "flops/total" not in design.columns
     )
-    axis = "compute/rollouts" if iso_rollouts else "flops/total"
-    cp = (pl.when(pl.col(axis) > 0).then((pl.col(axis).log(2) * 8).round()).otherwise(-1e9)).alias(
-        "_cp"
-    )
+    evals = design.group_by("run_key").agg(pl.len())["len"]
+    if not iso_rollouts and evals.n_unique() == 1:
+        cp = pl.col("step").rank("dense").over("run_key").cast(pl.Float64).alias("_cp")
+    else:
+        axis = "compute/rollouts" if iso_rollouts else "flops/total"
+        cp = (
+            pl.when(pl.col(axis) > 0).then((pl.col(axis).log(2) * 8).round()).otherwise(-1e9)
+        ).alias("_cp")
     means = [pl.col(m).mean().over([*group, "_cp"]).alias(m) for m in metrics]
     return design.with_columns(cp).with_columns(means).drop("_cp")
 
