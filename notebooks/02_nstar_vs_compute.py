@@ -35,9 +35,9 @@
 # **Scales.** `smoke`: CI, about a minute. `cpu`: tiny-m at lr_base 1.5e-4 (the learning-rate
 # pilot's, `studies/pilot/lr-cpu.yaml`), every validation problem × 16 samples, two sweeps —
 # `main`, n ∈ {2…32} at B_p = 8 on Easy and Hard at 16,384 rollouts (30 runs, 3 seeds, about
-# 28 minutes with 2 workers), and `long`, Easy runs for n = 2, 8, 32 at 65,536 rollouts
-# (3 runs, about 12 minutes) — or a few seconds when `runs/nstar/cpu/` holds the committed
-# snapshots. `gpu`: SmolLM2-135M-Instruct on GSM8K.
+# 28 minutes with 2 workers), and `long`, Easy runs for n = 2, 8, 32 at 65,536 rollouts on the
+# first 64 training problems (3 runs, about 10 minutes) — or a few seconds when
+# `runs/nstar/cpu/` holds the committed snapshots. `gpu`: SmolLM2-135M-Instruct on GSM8K.
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | gpu
@@ -54,7 +54,8 @@ study.describe(nstar, scale)
 # %% [markdown]
 # The runs: read from the snapshots when they exist, otherwise the sweeps run now (resumable:
 # points already finished in the MLflow store are skipped). One row per run × evaluation; the
-# analysis reads both sweeps as one table, every run at every compute it reached.
+# analysis reads both sweeps as one table, every run at every compute it reached (runs trained
+# on a cut pool, `train_limit`, apart: see the saturation section).
 
 # %%
 data = study.collect(nstar, scale, workers=workers, rerun=rerun)
@@ -84,6 +85,21 @@ report.figure("n_star")
 
 # %%
 report.tables["per_n_easy"]
+
+# %% [markdown]
+# ## Saturation on a smaller training pool
+# The `long` runs train on the first problems of the Easy pool only (`train_limit`; validation
+# unchanged), so that the small-n curves stop rising within a CPU budget. Dotted lines: where each
+# curve has plateaued — a two-piece linear fit on log2 C (rising, then a second slope from its
+# break) whose second slope is ≤ 0.01 avg@4 per doubling, over at least one doubling. One seed
+# per n: read the plateaus against the noise printed below. Runs on another pool than `main`'s
+# never enter the frontier or the tests above.
+
+# %%
+from IPython.display import display
+
+if "saturation" in report.figures:  # the smoke scale trains on the whole pool
+    display(report.figure("saturation"), report.tables["plateaus"])
 
 # %% [markdown]
 # ## What these runs say

@@ -29,8 +29,9 @@
 #
 # **Here.** ρ moves with the update passes per batch (μ = 1, 2, 4) and with the reward model's
 # cost: `orm` / `prm` are tiny reward models isolab trains, `proxy-prm` charges a model 4× the
-# policy. At cpu scale 36 + 12 runs (2 seeds on the full grid), about 8 minutes with 2 workers,
-# or seconds from `runs/reward-rho/cpu/`.
+# policy. At cpu scale (lr_base 1.5e-4, every Easy validation problem × 16 samples) 72 + 12 runs
+# (4 seeds on the full grid), about 26 minutes with 2 workers, or seconds from
+# `runs/reward-rho/cpu/`.
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | gpu

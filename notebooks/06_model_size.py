@@ -26,8 +26,8 @@
 #
 # **Here.** tiny-s (0.08M), tiny-m (0.66M) and tiny-l (2.2M parameters), each with n = 4 and
 # 16, on the whole problem pool so all three are scored on the same problems, at tiny-m's pilot
-# learning rate (lr_base 1.5e-4) and 200 validation problems × 16 samples. At cpu scale 12
-# runs (2 seeds), about 12 minutes with 2 workers (tiny-s's many cheap steps dominate), or
+# learning rate (lr_base 1.5e-4) and 200 validation problems × 16 samples. At cpu scale 24
+# runs (4 seeds), about 17 minutes with 2 workers (tiny-s's many cheap steps dominate), or
 # seconds from `runs/model-size/cpu/`.
 
 # %% tags=["parameters"]

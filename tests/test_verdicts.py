@@ -43,9 +43,11 @@ def test_the_call_needs_significance_and_reads_the_sign():
     ("claim_id", "min_found"),
     [
         ("nstar.grows_easy", 24),
-        ("bestk.worst_easy", 12),  # power 56% on this design (the benchmark, 200 worlds)
+        ("bestk.worst_easy", 4),  # power 35% on this design (the benchmark, 200 worlds)
         ("nvsbp.more_n_with_steps", 20),
-        ("healthy.kl_entropy_easy", 0),  # 2 seeds per arm: the design detects little (power)
+        ("healthy.kl_entropy_easy", 24),  # paired by seed, 24 seeds per arm: power 100%
+        ("healthy.lr_sqrt", 20),  # cell means per batch, paired by seed: power 96%
+        ("size.best_n_depends", 20),  # an IsoFLOP grid (k-th evaluations aligned): power 92%
     ],
 )
 def test_null_worlds_are_rarely_called_and_planted_ones_are_found(claim_id, min_found):
