@@ -4,7 +4,9 @@ evaluations after training began, and the seed variance within configurations.""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from isolab.config import config_columns
@@ -52,6 +54,40 @@ def pooled_seed_variance(rows: pl.DataFrame, metric: str) -> tuple[float, int]:
     if dof == 0:
         return math.nan, 0
     return float(((cells["n"] - 1) * cells["var"]).sum() / dof), dof
+
+
+@dataclass(frozen=True)
+class CellFit:
+    """OLS of a metric on one mean per configuration (`cell`) and, optionally, one effect per
+    block (a seed): `cells` orders the first columns of `X`; `pinv` is X's pseudo-inverse,
+    `beta` the coefficients, `sigma2` the residual variance on `dof` degrees of freedom."""
+
+    cells: list[str]
+    X: np.ndarray
+    pinv: np.ndarray
+    beta: np.ndarray
+    dof: int
+    sigma2: float
+
+
+def cell_fit(rows: pl.DataFrame, metric: str, block: str | None = None) -> CellFit | None:
+    """Fit `metric` (one row per run) on `cell` means plus `block` effects when a column is
+    named; None when a run has no cell or block, or the fit keeps no residual df."""
+    if rows["cell"].null_count() or (block is not None and rows[block].null_count()):
+        return None  # a run without a configuration or a seed cannot be placed
+    cells = sorted(rows["cell"].unique().to_list())
+    columns = [(rows["cell"] == c).to_numpy().astype(float) for c in cells]
+    if block is not None:
+        levels = sorted(rows[block].unique().to_list())
+        columns += [(rows[block] == b).to_numpy().astype(float) for b in levels[1:]]
+    X = np.column_stack(columns)
+    y = rows[metric].to_numpy().astype(float)
+    dof = len(y) - int(np.linalg.matrix_rank(X))
+    if dof < 1:
+        return None
+    pinv = np.linalg.pinv(X)
+    beta = pinv @ y
+    return CellFit(cells, X, pinv, beta, dof, float(np.sum((y - X @ beta) ** 2) / dof))
 
 
 def _pool(df: pl.DataFrame) -> pl.Expr:

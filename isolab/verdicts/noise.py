@@ -19,7 +19,7 @@ import polars as pl
 
 from isolab.metrics import best_at_k, worst_at_k
 from isolab.tracking.runs import COUNTS
-from isolab.verdicts.frames import final_rows, pooled_seed_variance, with_cell
+from isolab.verdicts.frames import cell_fit, final_rows, pooled_seed_variance, with_cell
 
 METRICS = ("eval/avg@4", "eval/best@4", "eval/worst@4")
 
@@ -139,16 +139,8 @@ def seed_share(df: pl.DataFrame, metric: str = "eval/avg@4") -> float:
     if not dof or "seed" not in rows.columns or rows["cell"].n_unique() < 2 or not var > 0:
         return 0.0
     rows = rows.filter(pl.col("seed").is_not_null() & pl.col("cell").is_not_null())
-    dummies = [(rows[col] == v).to_numpy().astype(float)
-               for col in ("cell", "seed") for v in sorted(rows[col].unique().to_list())]  # fmt: skip
-    X = np.column_stack(dummies)
-    y = rows[metric].to_numpy().astype(float)
-    resid_dof = len(y) - int(np.linalg.matrix_rank(X))
-    if resid_dof < 1:
-        return 0.0
-    beta, *_ = np.linalg.lstsq(X, y, rcond=None)
-    resid = float(np.sum((y - X @ beta) ** 2) / resid_dof)
+    fit = cell_fit(rows, metric, "seed")
     train = var - eval_variance(rows, metric)
-    if not train > 0:
+    if fit is None or not train > 0:
         return 0.0
-    return float(min(max((var - resid) / train, 0.0), 1.0))
+    return float(min(max((var - fit.sigma2) / train, 0.0), 1.0))

@@ -27,7 +27,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from isolab.verdicts.frames import final_rows, pooled_seed_variance, run_column, with_cell
+from isolab.verdicts.frames import (
+    cell_fit,
+    final_rows,
+    pooled_seed_variance,
+    run_column,
+    with_cell,
+)
 from isolab.verdicts.model import ALPHA, holm, min_detectable, t_test
 from isolab.verdicts.noise import eval_variance
 
@@ -92,31 +98,18 @@ def cell_contrast(
     effect from the noise. Returns (estimate, SE, residual df), or None when the contrast is
     not estimable or the fit keeps fewer than `MIN_BLOCKED_DF` residual df (with a block) or
     1 (without)."""
-    if rows["cell"].null_count() or (block is not None and rows[block].null_count()):
-        return None  # a run without a configuration or a seed cannot be placed
-    cells = sorted(rows["cell"].unique().to_list())
-    if not weights or not set(weights) <= set(cells):
+    fit = cell_fit(rows, metric, block) if weights else None
+    if fit is None or not set(weights) <= set(fit.cells):
         return None
-    y = rows[metric].to_numpy().astype(float)
-    columns = [(rows["cell"] == c).to_numpy().astype(float) for c in cells]
-    if block is not None:
-        levels = sorted(rows[block].unique().to_list())
-        columns += [(rows[block] == b).to_numpy().astype(float) for b in levels[1:]]
-    X = np.column_stack(columns)
-    L = np.zeros(X.shape[1])
+    if fit.dof < (MIN_BLOCKED_DF if block is not None else 1):
+        return None
+    L = np.zeros(fit.X.shape[1])
     for c, w in weights.items():
-        L[cells.index(c)] = w
-    pinv = np.linalg.pinv(X)
-    if not np.allclose(L @ pinv @ X, L, atol=1e-8):  # L not in the row space: not estimable
+        L[fit.cells.index(c)] = w
+    if not np.allclose(L @ fit.pinv @ fit.X, L, atol=1e-8):  # not in the row space: not estimable
         return None
-    rank = int(np.linalg.matrix_rank(X))
-    dof = len(y) - rank
-    if dof < (MIN_BLOCKED_DF if block is not None else 1):
-        return None
-    beta = pinv @ y
-    sigma2 = float(np.sum((y - X @ beta) ** 2) / dof)
-    cov = sigma2 * (pinv @ pinv.T)
-    return float(L @ beta), math.sqrt(max(float(L @ cov @ L), 0.0)), float(dof)
+    cov = fit.sigma2 * (fit.pinv @ fit.pinv.T)
+    return float(L @ fit.beta), math.sqrt(max(float(L @ cov @ L), 0.0)), float(fit.dof)
 
 
 def _seed_blocks(rows: pl.DataFrame, within: str | None = None) -> pl.DataFrame:
@@ -202,13 +195,13 @@ def contrast_best(
     )
     key = dict(zip(rows[factor].to_list(), rows["f_key"].to_list(), strict=True))
     present = sorted({str(o) for o in others if o in levels})
+    cells, strata = set(rows["cell"].to_list()), sorted(set(rows["s_key"].to_list()))
     contrasts = []  # (other, estimate, se, p, df, how)
     for other in others:
         if other not in levels:
             continue
-        cells = set(rows["cell"].to_list())
         weights: dict[str, float] = {}
-        for s in sorted(set(rows["s_key"].to_list())):
+        for s in strata:
             hi, lo = f"{s}|{key[best]}", f"{s}|{key[other]}"
             if hi in cells and lo in cells:
                 weights[hi], weights[lo] = 1.0, -1.0

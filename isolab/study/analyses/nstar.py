@@ -153,7 +153,7 @@ def nstar(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
     """Frontier, record points and n*(C) per split; whether n* grows (a test); its saturation
     where it does."""
     rep = Report("nstar", scale)
-    df = combined(data)
+    df, cut = one_pool(_main_first(data))
     results = _nstar_by_split(df, scale)
     verdicts = claims.evaluate("nstar", data)
     grows = {v.split: v for v in verdicts if v.claim.startswith("nstar.grows")}
@@ -205,6 +205,6 @@ def nstar(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
     rep.figures["frontier"] = plots.tidy(fig_f)
     rep.figures["n_star"] = plots.tidy(fig_n)
     add_noise(rep, df)
-    _saturation(rep, cut_pool(data))
+    _saturation(rep, cut)
     rep.add_verdicts(verdicts)
     return rep
