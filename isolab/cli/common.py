@@ -11,6 +11,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 console = Console()
 err = Console(stderr=True)
+#: After Ctrl-C the runs are ended: a process still here this long after prints its stacks and
+#: exits (a library's thread that will not stop must not keep a terminal waiting).
+EXIT_GRACE_S = 20.0
 
 TrackingUri = Annotated[
     str | None,

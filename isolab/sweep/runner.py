@@ -20,11 +20,13 @@ Backends:
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import logging
 import math
 import os
 import queue
 import signal
+import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -48,7 +50,11 @@ log = logging.getLogger(__name__)
 # local: K spawned worker processes; ray: a Ray task per run; inline: one run after another in
 # this process (no worker start-up, which costs tens of seconds of imports: small sweeps, notebooks)
 BACKENDS = ("local", "ray", "inline")
-STOP_GRACE_S = 60.0  # how long an interrupted sweep waits for its runs to be marked KILLED
+STOP_GRACE_S = 40.0  # how long an interrupted sweep waits for its runs to be marked KILLED
+#: A worker still alive this long after its first Ctrl-C prints every thread's stack to the
+#: sweep's log and exits (its run is then marked KILLED by the runner): a stop is bounded even
+#: where a library swallows the interrupt or hangs at exit.
+WORKER_STOP_S = 30.0
 
 
 # ---- what a run leaves behind ----------------------------------------------------------------
@@ -226,12 +232,14 @@ def _die_with_parent(parent_pid: int) -> None:
 
 def _interrupt_once(signum, frame) -> None:
     """First SIGINT/SIGTERM: stop the run (train marks it KILLED); later ones are ignored so
-    that the MLflow write of that status is not interrupted in turn."""
-    from isolab.rl.train import STOP
-
-    STOP.set()  # the run stops at its next step even if this exception is swallowed
+    that the MLflow write of that status is not interrupted in turn. Nothing is imported here:
+    the trainer's module may be half-imported when the signal lands (then no run has begun)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    faulthandler.dump_traceback_later(WORKER_STOP_S, exit=True)  # a C thread: never blocked
+    stop = getattr(sys.modules.get("isolab.rl.train"), "STOP", None)
+    if stop is not None:
+        stop.set()  # the run stops at its next step even if this exception is swallowed
     raise KeyboardInterrupt
 
 
@@ -278,6 +286,7 @@ class _LocalPool:
         self.procs: list[Any] = []
         self.current: dict[int, int] = {}  # worker pid → index of the point it runs
         self.respawns = 2 * self.workers
+        self.stopping = False  # after Ctrl-C: no worker is replaced, a lost run ends KILLED
         for _ in range(self.workers):
             self._spawn()
 
@@ -300,7 +309,7 @@ class _LocalPool:
             index = self.current.pop(proc.pid, None)
             if index is not None:
                 out.append(("died", index, proc.exitcode, proc.pid))
-                if self.respawns > 0:
+                if self.respawns > 0 and not self.stopping:
                     self.respawns -= 1
                     self.tasks.put(None)  # its sentinel was not consumed: one for the new one
                     self._spawn()
@@ -324,10 +333,19 @@ class _LocalPool:
         return any(p.exitcode is None for p in self.procs)
 
     def interrupt(self) -> None:
+        self.stopping = True
         for proc in self.procs:
             if proc.exitcode is None and proc.pid is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(proc.pid, signal.SIGINT)
+
+    def kill(self) -> None:
+        """SIGKILL the workers that outlived the stop's grace (they ignore SIGTERM by then)."""
+        for proc in self.procs:
+            if proc.exitcode is None:
+                proc.kill()
+        for proc in self.procs:
+            proc.join(timeout=5)
 
     def close(self) -> None:
         for proc in self.procs:
@@ -363,7 +381,7 @@ def _execute_local(
                 done.add(index)
                 exitcode, pid = rest
                 point = todo[index]
-                _end_orphaned_run(point.config, uri, pid)
+                _end_orphaned_run(point.config, uri, pid, "KILLED" if pool.stopping else "FAILED")
                 on_result(
                     RunOutcome(
                         point.run_key,
@@ -389,11 +407,15 @@ def _execute_local(
         return False
     except KeyboardInterrupt:
         pool.interrupt()
+        # should the stop itself hang, this process's stacks go to the log and it exits
+        faulthandler.dump_traceback_later(STOP_GRACE_S + 15, exit=True)
         deadline = time.monotonic() + STOP_GRACE_S
         with contextlib.suppress(KeyboardInterrupt):
             while pool.alive() and time.monotonic() < deadline:
                 handle(pool.events(timeout=0.5))
+            pool.kill()
             handle(pool.events(timeout=0.1))
+        faulthandler.cancel_dump_traceback_later()  # a notebook's kernel lives on
         return True
     finally:
         pool.close()
