@@ -46,7 +46,8 @@ def test_the_call_needs_significance_and_reads_the_sign():
         ("bestk.worst_easy", 4),  # power 35% on this design (the benchmark, 200 worlds)
         ("nvsbp.more_n_with_steps", 20),
         ("healthy.kl_entropy_easy", 24),  # paired by seed, 24 seeds per arm: power 100%
-        ("healthy.lr_sqrt", 20),  # cell means per batch, paired by seed: power 96%
+        ("healthy.lr_sqrt", 20),  # cell means per batch, paired by seed, 12 seeds: power 100%
+        ("rho.rule_above_model", 20),  # slopes in ρ per group, HC3, 11 seeds: power 99%
         ("size.best_n_depends", 20),  # an IsoFLOP grid (k-th evaluations aligned): power 92%
     ],
 )
