@@ -26,10 +26,10 @@
 # linear scaling. isolab's `recipe: auto` and `lr_scaling: sqrt` are these choices.
 #
 # **Two sweeps.** `regularisers`: recipe on/off × Easy/Hard, 24 seeds. `lr-scaling`: const /
-# sqrt / linear × B = 16, 64, 256 on Easy, 7 seeds. Every arm runs every seed, and a seed fixes
+# sqrt / linear × B = 16, 64, 256 on Easy, 12 seeds. Every arm runs every seed, and a seed fixes
 # the data order and the sampling draws, so arms are compared within seeds (`isolab.verdicts`).
 # At cpu scale (lr_base 1.5e-4 from the learning-rate pilot, every validation problem × 16
-# samples) about 50 minutes with 2 workers, or seconds from `runs/healthy-recipe/cpu/`.
+# samples) about 70 minutes with 2 workers, or seconds from `runs/healthy-recipe/cpu/`.
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | gpu

@@ -29,8 +29,8 @@
 #
 # **Here.** ρ moves with the update passes per batch (μ = 1, 2, 4) and with the reward model's
 # cost: `orm` / `prm` are tiny reward models isolab trains, `proxy-prm` charges a model 4× the
-# policy. At cpu scale (lr_base 1.5e-4, every Easy validation problem × 16 samples) 72 + 12 runs
-# (4 seeds on the full grid), about 26 minutes with 2 workers, or seconds from
+# policy. At cpu scale (lr_base 1.5e-4, every Easy validation problem × 16 samples) 198 + 12
+# runs (11 seeds on the full grid), about an hour with 2 workers, or seconds from
 # `runs/reward-rho/cpu/`.
 
 # %% tags=["parameters"]
