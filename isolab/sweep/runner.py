@@ -410,12 +410,14 @@ def _execute_local(
         # should the stop itself hang, this process's stacks go to the log and it exits
         faulthandler.dump_traceback_later(STOP_GRACE_S + 15, exit=True)
         deadline = time.monotonic() + STOP_GRACE_S
-        with contextlib.suppress(KeyboardInterrupt):
-            while pool.alive() and time.monotonic() < deadline:
-                handle(pool.events(timeout=0.5))
-            pool.kill()
-            handle(pool.events(timeout=0.1))
-        faulthandler.cancel_dump_traceback_later()  # a notebook's kernel lives on
+        try:
+            with contextlib.suppress(KeyboardInterrupt):
+                while pool.alive() and time.monotonic() < deadline:
+                    handle(pool.events(timeout=0.5))
+                pool.kill()
+                handle(pool.events(timeout=0.1))
+        finally:
+            faulthandler.cancel_dump_traceback_later()  # a notebook's kernel lives on
         return True
     finally:
         pool.close()
