@@ -250,7 +250,7 @@ def test_a_worker_that_swallows_ctrl_c_still_stops_and_shows_where(tmp_path):
     alive: after WORKER_STOP_S it prints every thread's stack and exits."""
     script = tmp_path / "stuck.py"
     script.write_text(
-        "import signal, sys, time\n"
+        "import signal, time\n"
         "from isolab.sweep import runner\n"
         "runner.WORKER_STOP_S = 2.0\n"
         "signal.signal(signal.SIGINT, runner._interrupt_once)\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 from pathlib import Path
 from typing import Annotated
 
@@ -22,6 +23,12 @@ TrackingUri = Annotated[
         help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///runs/mlflow.db).",
     ),
 ]
+
+
+def exit_interrupted() -> None:
+    """Exit 130 after Ctrl-C, with a watchdog on the way out (`EXIT_GRACE_S`)."""
+    faulthandler.dump_traceback_later(EXIT_GRACE_S, exit=True)
+    raise typer.Exit(130)
 
 
 def fail(message: str, code: int = 2) -> None:

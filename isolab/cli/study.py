@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import faulthandler
 import time
 from pathlib import Path
 from typing import Annotated
@@ -11,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from isolab.cli.common import EXIT_GRACE_S, TrackingUri, console, err, fail
+from isolab.cli.common import TrackingUri, console, err, exit_interrupted, fail
 
 study_app = typer.Typer(
     help="The curated studies behind the notebooks: list them, run one at a scale.",
@@ -92,8 +91,7 @@ def run_cmd(
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/]: finished runs are kept; run the same command to resume.")
-        faulthandler.dump_traceback_later(EXIT_GRACE_S, exit=True)  # a hang on the way out
-        raise typer.Exit(130) from None
+        exit_interrupted()
     out = study.output_dir(s, scale)
     console.print(
         f"{plan['points'].sum()} points in {plan.height} sweep(s); {time.perf_counter() - t0:.1f} s"

@@ -6,7 +6,6 @@ A bad spec exits 2 with a message naming the field, before anything starts.
 
 from __future__ import annotations
 
-import faulthandler
 import math
 import os
 import signal
@@ -17,7 +16,7 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from isolab.cli.common import EXIT_GRACE_S, TrackingUri, console, err, fail
+from isolab.cli.common import TrackingUri, console, err, exit_interrupted, fail
 from isolab.config import SIZE_GUARD_ENV
 from isolab.sweep import SpecError, SweepPlan, SweepSpec, plan_sweep, split_sizes
 
@@ -216,8 +215,7 @@ def run_cmd(
             f"[yellow]interrupted[/]: {finished} run(s) finished in this session are kept; "
             f"runs cut short are marked KILLED. Resume with:\n  {resume}"
         )
-        faulthandler.dump_traceback_later(EXIT_GRACE_S, exit=True)  # a hang on the way out
-        raise typer.Exit(130)
+        exit_interrupted()
     others = sum(o.status == "SKIPPED" for o in outcomes)
     console.print(
         f"[green]{finished} finished[/], {len(failed)} failed"

@@ -329,6 +329,13 @@ class _LocalPool:
                 self.current.pop(pid, None)
         return out
 
+    def _end_all(self, how: str, join_s: float) -> None:
+        for proc in self.procs:
+            if proc.exitcode is None:
+                getattr(proc, how)()
+        for proc in self.procs:
+            proc.join(timeout=join_s)
+
     def alive(self) -> bool:
         return any(p.exitcode is None for p in self.procs)
 
@@ -341,18 +348,10 @@ class _LocalPool:
 
     def kill(self) -> None:
         """SIGKILL the workers that outlived the stop's grace (they ignore SIGTERM by then)."""
-        for proc in self.procs:
-            if proc.exitcode is None:
-                proc.kill()
-        for proc in self.procs:
-            proc.join(timeout=5)
+        self._end_all("kill", join_s=5)
 
     def close(self) -> None:
-        for proc in self.procs:
-            if proc.exitcode is None:
-                proc.terminate()
-        for proc in self.procs:
-            proc.join(timeout=10)
+        self._end_all("terminate", join_s=10)
         self.tasks.cancel_join_thread()
         self.results.cancel_join_thread()
 
