@@ -1,4 +1,9 @@
-"""Shared fixtures: the tiny model built once per session, and throwaway MLflow stores."""
+"""Shared fixtures: the tiny model built once per session, and throwaway MLflow stores.
+
+Under pytest-xdist (`make test` runs 2 workers, a test file per worker) the controller builds
+the model cache before the workers start, and each worker and the processes it starts use one
+torch thread: two workers on two cores, no oversubscription.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,42 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+#: Files handed out first under xdist (`--dist loadfile`: a file's tests on one worker, as they
+#: share module fixtures and the README commands run in order), longest first, so that the two
+#: workers end together (most of the suite's minutes are in them; measured with --durations).
+LONG_FIRST = (
+    "test_readme_commands.py", "test_notebooks.py", "test_sweep_interrupts.py",
+    "test_ui_browser.py", "test_vllm.py", "test_sweep_run.py", "test_verdicts.py",
+    "test_study.py", "test_install.py",
+)  # fmt: skip
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files keep order
+
+
+def _cache_root() -> Path:
+    return Path(os.environ.get("ISOLAB_CACHE") or REPO / "runs" / "cache").resolve()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    worker = hasattr(config, "workerinput")
+    if worker:
+        os.environ.setdefault("OMP_NUM_THREADS", "1")  # inherited by the worker's subprocesses
+        import torch
+
+        torch.set_num_threads(1)
+    elif config.getoption("numprocesses", default=None):
+        # the controller of xdist workers: build once what they all read, before they start
+        from isolab import models
+        from isolab.rl.difficulty import load_or_label
+
+        os.environ["ISOLAB_CACHE"] = str(_cache_root())
+        models.build("tiny-m")
+        load_or_label("tiny-m", "arithmetic", pool_size=4000)
+
+
 @pytest.fixture(scope="session")
 def isolab_cache() -> Iterator[Path]:
     """Cache with tiny-m and its difficulty splits, built once (a no-op when already there).
@@ -21,7 +62,7 @@ def isolab_cache() -> Iterator[Path]:
     from isolab import models
     from isolab.rl.difficulty import load_or_label
 
-    root = Path(os.environ.get("ISOLAB_CACHE") or REPO / "runs" / "cache").resolve()
+    root = _cache_root()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ISOLAB_CACHE", str(root))
         models.build("tiny-m")

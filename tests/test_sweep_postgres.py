@@ -95,7 +95,6 @@ def postgres_url() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.mark.slow  # 46 s: in `make test-all`, to keep `make test` within 10 minutes
 def test_part_of_the_smoke_study_on_a_postgres_backed_server(isolab_cache, postgres_url, tmp_path):
     # Two of the smoke study's points (same configs, so the same run keys), the quickest ones.
     data = yaml.safe_load(SMOKE.read_text())

@@ -4,6 +4,8 @@ tokens whichever engine generated them."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from mlflow.tracking import MlflowClient
@@ -19,14 +21,16 @@ pytestmark = pytest.mark.skipif(
 #: vLLM's and the HF policy's log-probabilities of vLLM's sampled tokens agree within this
 #: (mean |Δ| per token, fp32 on both sides); the base model's differ by far more.
 TOLERANCE = 0.03
+#: What TRL's colocated vLLM sets in the process environment (torch.distributed's rendezvous).
+DISTRIBUTED_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 def _recording(seen: list):
     """`make_trainer_class`, recording what every generation round produced."""
     original = train.make_trainer_class
 
-    def make():
-        base = original()
+    def make(with_vllm: bool = False):
+        base = original(with_vllm)
 
         class Recording(base):
             def _generate_and_score_completions(self, inputs):
@@ -56,8 +60,18 @@ def vllm_run(isolab_cache, tmp_path_factory):
         experiment="test-vllm", generation="vllm", n=4, B_p=4, M=6, lr_base=3e-3,
         eval_problems=8, eval_k_samples=4,
     )  # fmt: skip
-    with pytest.MonkeyPatch.context() as mp:
-        seen, metrics, tags = _run(cfg, uri, mp)
+    # TRL sets these for vLLM; processes this one starts later (notebook kernels, workers) must
+    # not inherit a rendezvous port it holds
+    saved = {key: os.environ.get(key) for key in DISTRIBUTED_ENV}
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            seen, metrics, tags = _run(cfg, uri, mp)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     return cfg, seen, metrics, tags
 
 
@@ -70,6 +84,28 @@ def _logps(model, batch: dict) -> torch.Tensor:
     width = batch["completion_ids"].shape[1]
     logp = torch.log_softmax(logits[:, -width - 1 : -1], dim=-1)
     return logp.gather(-1, batch["completion_ids"].unsqueeze(-1)).squeeze(-1)
+
+
+def test_trl_imports_vllm_only_for_a_vllm_run_and_later_runs_still_get_it():
+    """An HF run imports TRL without vLLM (≈ 10 s of start-up saved); a vLLM run afterwards in
+    the same process (a sweep worker with both kinds of points) re-imports TRL's vLLM half."""
+    script = (
+        "import sys\n"
+        "from isolab.rl import engines\n"
+        "engines.grpo_trainer_class(with_vllm=False)\n"
+        "assert 'vllm' not in sys.modules, 'an HF run imported vLLM'\n"
+        "trainer = engines.grpo_trainer_class(with_vllm=True)\n"
+        "from trl.generation import vllm_generation as vg\n"
+        "from trl.trainer import grpo_trainer\n"
+        "assert vg.is_vllm_available() and vg.LLM.__module__.startswith('vllm')\n"
+        "assert grpo_trainer.VLLMGeneration is vg.VLLMGeneration\n"
+        "print('ok')\n"
+    )
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
 
 
 def test_grpo_through_vllm_trains_and_logs_the_ledger(vllm_run):

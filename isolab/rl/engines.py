@@ -13,8 +13,10 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
 import os
+import sys
 
 import torch
 
@@ -56,3 +58,50 @@ def vllm_grpo_args(cfg: RunConfig, max_model_tokens: int) -> dict:
             os.environ.setdefault(key, value)
         args["vllm_enable_sleep_mode"] = False
     return args
+
+
+#: TRL's modules that bind vLLM's names when they are imported (TRL 1.16), in import order.
+_TRL_VLLM_MODULES = (
+    "trl.generation.vllm_client",
+    "trl.generation.vllm_generation",
+    "trl.generation",
+)
+_trl_without_vllm = False
+
+
+def grpo_trainer_class(with_vllm: bool):
+    """TRL's `GRPOTrainer`, its module imported without vLLM unless this run generates with it.
+
+    TRL imports vLLM with its trainer whenever vLLM is installed, which costs ≈ 10 s of every
+    process's start-up (`isolab train`, a sweep worker, a test) on 2 CPU cores, for HF runs that
+    never use it. So an HF run imports TRL with `is_vllm_available` answering False; a vLLM run
+    later in the same process re-imports TRL's generation modules with the real answer and points
+    the trainer module at the result.
+    """
+    global _trl_without_vllm
+    from trl import import_utils
+
+    if "trl.trainer.grpo_trainer" not in sys.modules:
+        real = import_utils.is_vllm_available
+        if not with_vllm:
+            import_utils.is_vllm_available = _no_vllm
+        try:
+            import trl.trainer.grpo_trainer  # noqa: F401
+        finally:
+            import_utils.is_vllm_available = real
+            for name in _TRL_VLLM_MODULES:  # their own binding of the check answers truly again
+                module = sys.modules.get(name)
+                if module is not None and getattr(module, "is_vllm_available", None) is _no_vllm:
+                    module.is_vllm_available = real
+        _trl_without_vllm = not with_vllm
+    elif with_vllm and _trl_without_vllm:
+        for name in _TRL_VLLM_MODULES:
+            importlib.reload(sys.modules[name])
+        grpo = sys.modules["trl.trainer.grpo_trainer"]
+        grpo.VLLMGeneration = sys.modules["trl.generation.vllm_generation"].VLLMGeneration
+        _trl_without_vllm = False
+    return sys.modules["trl.trainer.grpo_trainer"].GRPOTrainer
+
+
+def _no_vllm(*args, **kwargs) -> bool:
+    return False

@@ -123,9 +123,10 @@ def _logits_lens(seq_lens: list[int], completion_lens: list[int]) -> list[int]:
     return [s - 1 for s in seq_lens]
 
 
-def make_trainer_class():
-    """`GRPOTrainer` subclass that reports token counts to a `FlopLedger` (import-time lazy)."""
-    from trl import GRPOTrainer
+def make_trainer_class(with_vllm: bool = False):
+    """`GRPOTrainer` subclass that reports token counts to a `FlopLedger` (import-time lazy;
+    TRL's vLLM half is imported only `with_vllm`, see `engines.grpo_trainer_class`)."""
+    GRPOTrainer = engines.grpo_trainer_class(with_vllm)
 
     class LedgerGRPOTrainer(GRPOTrainer):
         ledger: FlopLedger
@@ -345,7 +346,7 @@ def train(
             warnings.catch_warnings(),
         ):
             warnings.simplefilter("ignore", UserWarning)
-            trainer = make_trainer_class()(
+            trainer = make_trainer_class(engines.engine(cfg) == "vllm")(
                 model=model,
                 reward_funcs=[reward],
                 args=grpo_args(

@@ -164,6 +164,10 @@ def _latest_run_id(cfg: RunConfig, uri: str) -> str | None:
 def setup_process(threads: int, env: dict[str, str], tracking_uri: str | None = None) -> None:
     """Prepare a worker: environment, torch threads, quiet libraries, heavy imports done once,
     and the connection to the store opened (so that none of it counts in a run's wall time)."""
+    # a rendezvous inherited from a parent that ran vLLM (TRL sets these in its process) names a
+    # port the parent holds: a worker starts its own
+    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        os.environ.pop(key, None)
     os.environ.update(env)
     warnings.filterwarnings("ignore")  # a worker's output is its runner's progress bar
     quiet_libraries()
@@ -174,9 +178,13 @@ def setup_process(threads: int, env: dict[str, str], tracking_uri: str | None = 
     # of a worker does not pay ~15 s of imports.
     from datasets import Dataset  # noqa: F401
     from transformers import TrainerCallback  # noqa: F401
-    from trl import GRPOConfig, GRPOTrainer  # noqa: F401
+    from trl import GRPOConfig  # noqa: F401
 
     import isolab.rl.train  # noqa: F401
+    from isolab.rl import engines
+
+    # vLLM too only where `generation: auto` picks it (CUDA); a vLLM point imports it when it runs
+    engines.grpo_trainer_class(with_vllm=torch.cuda.is_available() and engines.vllm_installed())
 
     if tracking_uri is not None:
         from isolab.tracking import client
