@@ -132,10 +132,18 @@ CASES = [
         ["from snapshot", "findings"],
         _has("runs/nstar/smoke/findings.md"),
     ),
-    # `make demo` itself (the Makefile's target over the installed .venv), two steps a run
+    # `make demo` itself (the Makefile's target over the installed .venv), two steps a run and
+    # a smaller evaluation
     Case(
         "make demo",
-        ["make", "-C", str(REPO), "demo", f"VENV={sys.prefix}", "DEMO_ARGS=--steps 2"],
+        [
+            "make",
+            "-C",
+            str(REPO),
+            "demo",
+            f"VENV={sys.prefix}",
+            "DEMO_ARGS=--steps 2 --eval-problems 16",
+        ],
         ["1 · base model", "validation: base → final", "tiny-m·hard·n8·bp8"],
         lambda p: _finished_runs(p, "demo"),
     ),

@@ -68,7 +68,8 @@ def test_interrupted_sweeps_resume_without_losing_or_redoing_runs(
     assert len(done_2) == 1
 
     # 2. Run again to the end: nothing finished is lost or redone; dead RUNNING runs → FAILED.
-    proc = _start(tracking_uri, log, spec, how=one)
+    # (inline: the resume reads the store, whatever backend runs the rest; no worker start-up)
+    proc = _start(tracking_uri, log, spec, how=("--backend", "inline"))
     assert proc.wait(timeout=400) == 0, log.read_text()
     final = assert_complete(plan, tracking_uri)
     assert done_2.items() <= final.items()
@@ -123,10 +124,13 @@ def test_a_worker_that_swallows_ctrl_c_still_stops_and_shows_where(tmp_path):
         "from isolab.sweep import runner\n"
         "runner.WORKER_STOP_S = 2.0\n"
         "signal.signal(signal.SIGINT, runner._interrupt_once)\n"
-        "print('ready', flush=True)\n"
         "def stuck_in_a_library():\n"
+        "    ready = False\n"
         "    while True:\n"
-        "        try:\n"
+        "        try:  # 'ready' inside: a Ctrl-C that lands during the print is swallowed too\n"
+        "            if not ready:\n"
+        "                ready = True\n"
+        "                print('ready', flush=True)\n"
         "            time.sleep(0.1)\n"
         "        except KeyboardInterrupt:\n"
         "            pass\n"

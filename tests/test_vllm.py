@@ -63,6 +63,9 @@ def vllm_run(isolab_cache, tmp_path_factory):
     # TRL sets these for vLLM; processes this one starts later (notebook kernels, workers) must
     # not inherit a rendezvous port it holds
     saved = {key: os.environ.get(key) for key in DISTRIBUTED_ENV}
+    # TRL as an HF run imports it (a no-op if this process imported TRL already): the vLLM run
+    # below then re-imports TRL's vLLM half, as a sweep worker with both kinds of points does
+    engines.grpo_trainer_class(with_vllm=False)
     try:
         with pytest.MonkeyPatch.context() as mp:
             seen, metrics, tags = _run(cfg, uri, mp)
@@ -86,26 +89,32 @@ def _logps(model, batch: dict) -> torch.Tensor:
     return logp.gather(-1, batch["completion_ids"].unsqueeze(-1)).squeeze(-1)
 
 
-def test_trl_imports_vllm_only_for_a_vllm_run_and_later_runs_still_get_it():
-    """An HF run imports TRL without vLLM (≈ 10 s of start-up saved); a vLLM run afterwards in
-    the same process (a sweep worker with both kinds of points) re-imports TRL's vLLM half."""
+def test_an_hf_run_imports_trl_without_vllm():
+    """TRL imports vLLM with its trainer whenever it is installed; an HF run's process does not
+    (≈ 10 s of start-up saved for every `isolab train` and sweep worker)."""
     script = (
         "import sys\n"
         "from isolab.rl import engines\n"
         "engines.grpo_trainer_class(with_vllm=False)\n"
-        "assert 'vllm' not in sys.modules, 'an HF run imported vLLM'\n"
-        "trainer = engines.grpo_trainer_class(with_vllm=True)\n"
-        "from trl.generation import vllm_generation as vg\n"
-        "from trl.trainer import grpo_trainer\n"
-        "assert vg.is_vllm_available() and vg.LLM.__module__.startswith('vllm')\n"
-        "assert grpo_trainer.VLLMGeneration is vg.VLLMGeneration\n"
-        "print('ok')\n"
+        "print(sorted(m for m in sys.modules if m == 'vllm' or m.startswith('vllm.')))\n"
     )
     import subprocess
     import sys
 
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-2000:]
+
+
+def test_a_vllm_run_after_trl_was_imported_without_vllm_gets_it(vllm_run):
+    """The fixture imported TRL as an HF run does, then ran through vLLM in the same process (a
+    sweep worker with both kinds of points): TRL's vLLM half was re-imported for it."""
+    from trl.generation import vllm_generation
+    from trl.trainer import grpo_trainer
+
+    assert vllm_generation.is_vllm_available()
+    assert vllm_generation.LLM.__module__.startswith("vllm")
+    assert grpo_trainer.VLLMGeneration is vllm_generation.VLLMGeneration
 
 
 def test_grpo_through_vllm_trains_and_logs_the_ledger(vllm_run):

@@ -197,12 +197,17 @@ def demo(
     model: Annotated[str, typer.Option(help="Tiny preset.")] = "tiny-m",
     steps: Annotated[int, typer.Option(help="Optimizer steps M per run.")] = 150,
     lr_base: Annotated[float, typer.Option(help="Learning rate at B = 64.")] = 1e-4,
+    eval_problems: Annotated[
+        int, typer.Option(help="Validation problems per evaluation (16 samples each).")
+    ] = 128,
     tracking_uri: TrackingUri = None,
 ) -> None:
     """Build the tiny model, label difficulty, train an easy and a hard run, print the table."""
     from isolab import models
     from isolab.config import RunConfig
 
+    if eval_problems < 1:
+        fail(f"--eval-problems {eval_problems}: evaluate on at least 1 problem")
     if not models.is_tiny(model):
         fail(
             f"--model {model!r}: the demo runs on a tiny preset ({', '.join(models.TINY_PRESETS)})"
@@ -235,7 +240,7 @@ def demo(
             M=steps,
             lr_base=lr_base,
             eval_every=25,
-            eval_problems=128,
+            eval_problems=eval_problems,
             eval_k_samples=16,
         )
         rows.append((cfg, _train_with_progress(cfg, tracking_uri)))
