@@ -1,7 +1,6 @@
 """An installed isolab, not a checkout: the wheel built from this tree, installed into a
 folder of its own, works from an empty folder — the studies are listed with their shipped
-results, `isolab init` lays out a project, a study re-plots its shipped snapshot and the
-shipped base models install."""
+results, `isolab init` lays out a project, and the shipped base models install."""
 
 from __future__ import annotations
 
@@ -69,10 +68,7 @@ def test_an_installed_isolab_works_from_an_empty_folder(installed, tmp_path):
     project = tmp_path / "project"
     assert len(list((project / "notebooks").glob("0*.ipynb"))) == 6
     assert (project / "runs" / "nstar" / "cpu" / "main" / "runs.parquet").is_file()
-    # what `init` suggests next: re-plot a shipped snapshot (no training), logged to MLflow
-    _run([*isolab, "study", "run", "nstar", "--scale", "cpu"], project, env)
-    findings = project / "runs" / "nstar" / "cpu" / "findings.json"
-    assert findings.is_file() and (project / "runs" / "mlflow.db").is_file()
+    # (re-plotting a snapshot: tests/test_readme_commands.py, tests/test_study.py)
     # the shipped base models come with the wheel: installed into the project's cache, checked
     built = _run([*isolab, "models", "build", "tiny-m"], project, env)
     assert "sha256" in built and (project / "runs" / "cache" / "models" / "tiny-m").is_dir()

@@ -48,6 +48,24 @@ def test_gpu_rollout_specs_plan_from_local_data():
     plan = plan_sweep(spec.replace(base=spec.base.replace(data_dir=str(data))))
     assert plan.points and all(p.planned_flops > 0 for p in plan.points)
     assert {p.config.model for p in plan.points} == {"smollm2-135m"}
+    # the planned prompt length is the chat prompt's token count, measured here another way
+    from transformers import AutoTokenizer
+
+    from isolab.models.smollm2 import pretrained_source
+    from isolab.paths import cache_root
+    from isolab.rl.plan import expected_lengths
+    from isolab.tasks import get_task
+
+    source, kwargs = pretrained_source(cache_root() / "models")
+    tok = AutoTokenizer.from_pretrained(source, **kwargs)
+    task = get_task("gsm8k", "chat")
+    problems = task.problems(split="train", limit=200, data_dir=str(data))
+    texts = [tok.apply_chat_template(task.prompt(p), tokenize=False, add_generation_prompt=True) for p in problems]  # fmt: skip
+    measured = sum(len(tok.encode(t, add_special_tokens=False)) for t in texts) / len(texts)
+    planned, _ = expected_lengths(
+        "smollm2-135m", "gsm8k", spec.base.max_completion_tokens, str(data)
+    )
+    assert planned == pytest.approx(measured, rel=0.01) and planned > 50, (planned, measured)
 
 
 def test_study_cli_lists_and_rejects_bad_input_naming_the_fix():

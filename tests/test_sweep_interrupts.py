@@ -101,6 +101,7 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(isolab_cache, tracking_uri,
             f"the sweep outlived its stop: {runs_by_status(tracking_uri)}\n{log.read_text()}"
         )
     text = log.read_text()
+    print(f"\nCtrl-C: the sweep exited {time.time() - signalled_ms / 1000:.1f} s after the signal")
     assert code == 130, text
     assert "Resume with:" in text, text
     state = runs_by_status(tracking_uri)

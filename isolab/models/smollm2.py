@@ -69,6 +69,17 @@ def is_built(folder: Path) -> bool:
     return (folder / BUILD_INFO).is_file() and (folder / "model.safetensors").is_file()
 
 
+def pretrained_source(cache_dir: Path) -> tuple[Path, dict]:
+    """Where `from_pretrained` reads SmolLM2's config and tokenizer without converting the
+    weights: the converted folder when it is built, else the GGUF itself (the same metadata the
+    conversion copies), so that planning a run costs no 30-s conversion."""
+    out = Path(cache_dir) / PRESET
+    if is_built(out):
+        return out, {}
+    gguf = find_gguf()
+    return gguf.parent, {"gguf_file": gguf.name}
+
+
 def build_smollm2(cache_dir: Path) -> Path:
     """Convert the GGUF to a transformers folder ``cache_dir/smollm2-135m/`` once; return it.
 

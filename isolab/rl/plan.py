@@ -18,6 +18,7 @@ from isolab.compute.ledger import plan_run
 from isolab.config import RunConfig
 from isolab.rl import engines
 from isolab.tasks import arithmetic
+from isolab.tasks.base import as_text
 
 
 def model_config(name: str):
@@ -28,13 +29,22 @@ def model_config(name: str):
     from transformers import AutoConfig
 
     models.check_source(name)
-    path = models.model_dir(name) if name in models.REAL_PRESETS else name
-    if name in models.REAL_PRESETS and not (path / "config.json").exists():
-        path = models.build(name)
+    path, kwargs = _pretrained_source(name)
     try:
-        return AutoConfig.from_pretrained(path)
+        return AutoConfig.from_pretrained(path, **kwargs)
     except OSError as err:  # not on the hub, or no such file in the folder
         raise ValueError(f"model: cannot read the config of {name!r}: {err}") from err
+
+
+def _pretrained_source(name: str) -> tuple:
+    """(path, from_pretrained kwargs) of a model's config and tokenizer: a real preset's
+    without converting its weights (`models.smollm2.pretrained_source`), else `name` itself."""
+    if name in models.REAL_PRESETS:
+        from isolab.models.smollm2 import pretrained_source
+        from isolab.paths import cache_root
+
+        return pretrained_source(cache_root() / "models")
+    return name, {}
 
 
 @functools.cache
@@ -54,9 +64,9 @@ def expected_lengths(
 
     from isolab.tasks import get_task
 
-    path = models.build(model) if model in models.REAL_PRESETS else model
+    path, kwargs = _pretrained_source(model)
     try:
-        tok = AutoTokenizer.from_pretrained(path)
+        tok = AutoTokenizer.from_pretrained(path, **kwargs)
     except OSError as err:
         raise ValueError(f"model: cannot read the tokenizer of {model!r}: {err}") from err
     t = get_task(task, "chat")
@@ -67,7 +77,11 @@ def expected_lengths(
             f"give --prompt-len for task {task!r}, or a data_dir: measuring the prompt length "
             f"needs the data set ({exc})"
         ) from exc
-    lens = [len(tok.apply_chat_template(t.prompt(p), add_generation_prompt=True)) for p in sample]
+    # the chat-templated text tokenized as TRL tokenizes it (`apply_chat_template` alone returns
+    # a BatchEncoding in transformers 5, whose len() is its 2 keys: prompts planned at 2 tokens)
+    lens = [
+        len(tok(as_text(t.prompt(p), tok), add_special_tokens=False)["input_ids"]) for p in sample
+    ]
     return float(np.mean(lens)), float(max_completion_tokens)
 
 
