@@ -7,6 +7,7 @@ for completions the raw arithmetic target (answer digits + EOS) or, for chat tas
 
 from __future__ import annotations
 
+import copy
 import functools
 from typing import Any
 
@@ -26,9 +27,16 @@ def model_config(name: str):
     if models.is_tiny(name):
         spec = models.TINY_PRESETS[name]
         return models.tiny_model_config(spec, len(models.build_char_tokenizer()))
+    models.check_source(name)
+    return copy.deepcopy(_read_config(name))
+
+
+@functools.cache
+def _read_config(name: str):
+    """A hub, folder or real-preset config, read once per process: a sweep plans every point
+    from it, and reading SmolLM2's from its GGUF takes seconds (36 points: 215 s uncached)."""
     from transformers import AutoConfig
 
-    models.check_source(name)
     path, kwargs = _pretrained_source(name)
     try:
         return AutoConfig.from_pretrained(path, **kwargs)
