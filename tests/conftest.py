@@ -35,6 +35,15 @@ def _cache_root() -> Path:
     return Path(os.environ.get("ISOLAB_CACHE") or REPO / "runs" / "cache").resolve()
 
 
+def _build_cache() -> None:
+    """tiny-m and its difficulty labels into $ISOLAB_CACHE (a no-op when already there)."""
+    from isolab import models
+    from isolab.rl.difficulty import load_or_label
+
+    models.build("tiny-m")
+    load_or_label("tiny-m", "arithmetic", pool_size=4000)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     worker = hasattr(config, "workerinput")
     if worker:
@@ -44,12 +53,8 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(1)
     elif config.getoption("numprocesses", default=None):
         # the controller of xdist workers: build once what they all read, before they start
-        from isolab import models
-        from isolab.rl.difficulty import load_or_label
-
         os.environ["ISOLAB_CACHE"] = str(_cache_root())
-        models.build("tiny-m")
-        load_or_label("tiny-m", "arithmetic", pool_size=4000)
+        _build_cache()
 
 
 @pytest.fixture(scope="session")
@@ -59,14 +64,10 @@ def isolab_cache() -> Iterator[Path]:
     `$ISOLAB_CACHE` if set, else the repo's `runs/cache`, as an absolute path exported to this
     process and every subprocess or worker it starts.
     """
-    from isolab import models
-    from isolab.rl.difficulty import load_or_label
-
     root = _cache_root()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ISOLAB_CACHE", str(root))
-        models.build("tiny-m")
-        load_or_label("tiny-m", "arithmetic", pool_size=4000)
+        _build_cache()
         yield root
 
 

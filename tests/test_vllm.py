@@ -21,8 +21,6 @@ pytestmark = pytest.mark.skipif(
 #: vLLM's and the HF policy's log-probabilities of vLLM's sampled tokens agree within this
 #: (mean |Δ| per token, fp32 on both sides); the base model's differ by far more.
 TOLERANCE = 0.03
-#: What TRL's colocated vLLM sets in the process environment (torch.distributed's rendezvous).
-DISTRIBUTED_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 def _recording(seen: list):
@@ -62,7 +60,7 @@ def vllm_run(isolab_cache, tmp_path_factory):
     )  # fmt: skip
     # TRL sets these for vLLM; processes this one starts later (notebook kernels, workers) must
     # not inherit a rendezvous port it holds
-    saved = {key: os.environ.get(key) for key in DISTRIBUTED_ENV}
+    saved = {key: os.environ.get(key) for key in engines.DISTRIBUTED_ENV}
     # TRL as an HF run imports it (a no-op if this process imported TRL already): the vLLM run
     # below then re-imports TRL's vLLM half, as a sweep worker with both kinds of points does
     engines.grpo_trainer_class(with_vllm=False)

@@ -27,6 +27,9 @@ from isolab.config import RunConfig
 #: scheduler process (colocated vLLM has none; reserving one halves sampling on 2 cores:
 #: SmolLM2-135M 90 → 139 tokens/s with both).
 CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+#: What TRL sets in its process for colocated vLLM (torch.distributed's rendezvous): a process
+#: started from it must not inherit them, as they name a port the parent holds.
+DISTRIBUTED_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 @functools.cache

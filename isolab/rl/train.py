@@ -293,6 +293,7 @@ def train(
     from datasets import Dataset
 
     t0 = time.perf_counter()
+    engine = engines.engine(cfg)
     torch.manual_seed(cfg.seed)
     model, tok, task, train_problems, val_problems = prepare(cfg)
     max_new = cfg.max_completion_tokens
@@ -301,14 +302,14 @@ def train(
         lora=lora_spec(cfg),
         reward_model_config=reward_model_config_for(cfg),
         gradient_checkpointing=cfg.gradient_checkpointing,
-        lora_merged_for_generation=engines.engine(cfg) == "vllm",  # TRL merges adapters for vLLM
+        lora_merged_for_generation=engine == "vllm",  # TRL merges adapters for vLLM
     )
     # the reward model loads before the run exists: a model that cannot load (or whose own code
     # is not trusted) leaves no FAILED run behind
     reward = timed_reward(
         get_reward(cfg.reward, task, cfg.extra.get("reward_model"), cfg.trust_remote_code), ledger
     )
-    vllm_on_cpu = engines.engine(cfg) == "vllm" and not torch.cuda.is_available()
+    vllm_on_cpu = engine == "vllm" and not torch.cuda.is_available()
     if vllm_on_cpu:  # refused before the run exists; kernels that keep the weights (vllm_cpu)
         vllm_cpu.check_head_size(model.config, cfg.model)
         vllm_cpu.keep_weights()
@@ -321,7 +322,7 @@ def train(
             {
                 "isolab.split_sizes": f"train={len(train_problems)},val={len(val_problems)}",
                 BASE_DIGEST_TAG: models.digest(cfg.model) or "unrecorded",
-                "isolab.engine": engines.engine(cfg),
+                "isolab.engine": engine,
                 **vllm_cpu.cpu_tags(),  # floats and vLLM's kernels depend on the CPU
             }
         )
@@ -346,7 +347,7 @@ def train(
             warnings.catch_warnings(),
         ):
             warnings.simplefilter("ignore", UserWarning)
-            trainer = make_trainer_class(engines.engine(cfg) == "vllm")(
+            trainer = make_trainer_class(engine == "vllm")(
                 model=model,
                 reward_funcs=[reward],
                 args=grpo_args(

