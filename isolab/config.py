@@ -21,6 +21,7 @@ import yaml
 from pydantic import BeforeValidator, ConfigDict, ValidationError, create_model
 
 from isolab.paths import name_path
+from isolab.userinput import brief, read_yaml
 
 LR_SCALINGS = ("sqrt", "const", "linear")
 RECIPES = ("auto", "kl_entropy", "kl", "entropy", "none")
@@ -30,6 +31,8 @@ GENERATIONS = ("auto", "hf", "vllm")
 #: reward model's forward passes.
 REWARDS = ("sparse", "structured", "dense", "orm", "prm", "proxy-prm")
 MODEL_REWARDS = ("orm", "prm", "proxy-prm")
+#: Seeds are what numpy's RNG takes (TRL seeds numpy, torch and Python's `random` with one).
+MAX_SEED = 2**32 - 1
 
 # Healthy-recipe coefficients used when `recipe` turns a term on and no explicit value is given.
 # The papers use KL + entropy on Easy sets and neither on Hard sets (IsoCompute §4); the values
@@ -80,8 +83,10 @@ class RunConfig:
         train_limit: train on the first this many problems of the split only (None = all), so
             that a finite pool saturates sooner; validation problems are unchanged.
         data_dir: local folder with GSM8K / MATH-500 JSONL (else the hub).
-        trust_remote_code: run the Python code a hub reward model ships (Qwen2.5-Math-PRM
-            does); off by default, and planning (`isolab flops`) never runs any.
+        trust_remote_code: run the Python code a model ships (the `auto_map` of its
+            config.json), the policy's as a reward model's (Qwen2.5-Math-PRM ships some); off
+            by default, when such a model is refused before anything of it runs. Planning
+            (`isolab flops`, a sweep's plan) never runs any, whatever this says.
     """
 
     experiment: str = "default"
@@ -155,8 +160,8 @@ class RunConfig:
             )
         if self.pool_size < 1:
             raise ValueError(f"pool_size = {self.pool_size}: must be ≥ 1 (the default is 4000).")
-        if self.seed < 0:
-            raise ValueError(f"seed = {self.seed}: seeds are integers ≥ 0.")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ValueError(f"seed = {brief(self.seed)}: seeds are integers from 0 to 2**32 - 1.")
         from isolab.tasks import TASKS
 
         _check_choice("task", self.task, TASKS)
@@ -242,8 +247,10 @@ class RunConfig:
 
     @property
     def run_name(self) -> str:
-        """A name a person can read: `tiny-m·easy·n8·bp16`."""
-        return f"{self.model}·{self.split}·n{self.n}·bp{self.B_p}"
+        """A name a person can read: `tiny-m·easy·n8·bp16` (a model's long path is cut to its
+        end: MLflow keeps 250 characters of a run name)."""
+        model = self.model if len(self.model) <= 120 else "…" + self.model[-119:]
+        return f"{model}·{self.split}·n{self.n}·bp{self.B_p}"
 
     def replace(self, **changes: Any) -> RunConfig:
         return dataclasses.replace(self, **changes)
@@ -265,7 +272,7 @@ class RunConfig:
                     "`isolab sweep plan FILE` and run it with `isolab sweep run FILE`"
                 )
             raise ValueError(
-                f"unknown RunConfig field(s) {unknown}; valid fields are: {sorted(known)}"
+                f"unknown RunConfig field(s) {brief(unknown)}; valid fields are: {sorted(known)}"
             )
         return cls(**data)
 
@@ -277,9 +284,9 @@ class RunConfig:
         if not path.is_file():
             raise ValueError(f"{path} is not a file: give a YAML run config (see examples/)")
         try:
-            data = yaml.safe_load(path.read_text())
-        except (yaml.YAMLError, UnicodeDecodeError) as exc:
-            raise ValueError(f"not a readable YAML file ({str(exc).splitlines()[0]})") from None
+            data = read_yaml(path)
+        except ValueError as exc:
+            raise ValueError(f"not a readable YAML file ({exc})") from None
         if data is None:
             raise ValueError(
                 "the file is empty: write the fields of the run (see examples/tiny-easy.yaml); "
@@ -341,7 +348,7 @@ def _typed(cfg: RunConfig) -> dict[str, Any]:
         problems = []
         for error in exc.errors():
             where = ".".join(str(part) for part in error["loc"])
-            problems.append(f"{where} = {error['input']!r}: {_plain(error)}")
+            problems.append(f"{where} = {brief(error['input'])}: {_plain(error)}")
         raise ValueError("; ".join(problems)) from None
 
 
@@ -396,6 +403,7 @@ TRL_OWNED = {
     "vllm_enable_sleep_mode": "set generation; isolab turns sleep mode off on a CPU",
     "dataloader_num_workers": "isolab loads data in the training process",
     "log_completions": "isolab logs its own evaluation",
+    "trust_remote_code": "set trust_remote_code (TRL's reference model and vLLM follow it)",
 }
 
 
@@ -418,7 +426,7 @@ def _check_extra(extra: dict[str, Any]) -> None:
     if grpo is None:
         return
     if not isinstance(grpo, dict):
-        raise ValueError(f"extra.grpo = {grpo!r}: give a mapping of GRPOConfig fields.")
+        raise ValueError(f"extra.grpo = {brief(grpo)}: give a mapping of GRPOConfig fields.")
     for key in grpo:
         if key in TRL_OWNED:
             raise ValueError(f"extra.grpo.{key}: isolab sets this itself: {TRL_OWNED[key]}.")
@@ -428,6 +436,29 @@ def _check_extra(extra: dict[str, Any]) -> None:
             f"extra.grpo.{unknown[0]}: not a field of TRL's GRPOConfig (check the spelling "
             "against trl.GRPOConfig's documentation)."
         )
+    _check_sampling(grpo)
+
+
+def _check_sampling(grpo: dict[str, Any]) -> None:
+    """TRL's sampling fields as transformers checks them: TRL passes them on unchecked, and
+    transformers' logits processor refuses an out-of-range one only at the first rollout, after
+    the run exists (and vLLM's sampling parameters refuse the same)."""
+    import transformers
+
+    checks = {  # field: (the processor transformers samples with, the value that turns it off)
+        "top_p": (transformers.TopPLogitsWarper, 1.0),
+        "top_k": (transformers.TopKLogitsWarper, 0),
+        "min_p": (transformers.MinPLogitsWarper, None),
+        "repetition_penalty": (transformers.RepetitionPenaltyLogitsProcessor, 1.0),
+    }
+    for key, (processor, off) in checks.items():
+        value = grpo.get(key, off)
+        if value is None or value == off:
+            continue
+        try:
+            processor(value)
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"extra.grpo.{key} = {value!r}: {err}") from None
 
 
 #: Sizes past which a run is almost surely a typo (n: 100000 failed to allocate after 70 s):
@@ -519,4 +550,4 @@ def param_types() -> dict[str, type]:
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise ValueError(f"{name} = {value!r}: choose one of {', '.join(choices)}.")
+        raise ValueError(f"{name} = {brief(value)}: choose one of {', '.join(choices)}.")

@@ -4,7 +4,10 @@ sweep specs. Every other module asks here; none builds these paths itself."""
 from __future__ import annotations
 
 import os
+import unicodedata
 from pathlib import Path
+
+from isolab.userinput import brief
 
 _REPO = Path(__file__).resolve().parents[1]
 #: Inside an installed wheel: the specs, notebooks and committed snapshots (see setup.py).
@@ -18,26 +21,51 @@ def bundle_dir() -> Path:
     return _REPO if (_REPO / "studies").is_dir() and (_REPO / "notebooks").is_dir() else _BUNDLE
 
 
+#: Longest name (experiment, sweep) isolab accepts, in UTF-8 bytes: a name becomes an MLflow
+#: experiment, a run name with " (sweep)" (MLflow caps those at 250 characters) and folders, or
+#: one folder with `/` as `--` (`isolab frontier`; file systems cap a folder name at 255 bytes).
+MAX_NAME_BYTES = 120
+
+
 def name_path(name: str, what: str = "name") -> Path:
     """The relative path a name (an experiment, a study, a sweep) becomes under a folder isolab
     owns: `nstar/cpu/main` → nstar/cpu/main. The only way names become paths: `..`, `.`, empty
-    parts, absolute paths, backslashes and control characters are refused, so that no name
-    reaches outside the folder (ValueError naming `what`)."""
+    parts, absolute paths, backslashes, control and bidirectional-text characters (U+202E shows
+    a name reversed) and names over `MAX_NAME_BYTES` are refused, so that no name reaches
+    outside the folder or hides what it is (ValueError naming `what`)."""
     text = str(name)
+    shown = brief(text)
+    hidden = [c for c in text if _invisible(c)]
+    if hidden:
+        raise ValueError(
+            f"{what} = {shown}: holds the control or formatting character "
+            f"U+{ord(hidden[0]):04X}; use letters, digits, '-', '_' and '/'."
+        )
+    size = len(text.encode())
+    if size > MAX_NAME_BYTES:
+        raise ValueError(
+            f"{what} = {shown}: {size} bytes long, over isolab's limit of {MAX_NAME_BYTES} "
+            "(names become MLflow experiments and folders); shorten it."
+        )
     parts = text.split("/")
     bad = (
         not text.strip()
         or text.startswith("/")
         or "\\" in text
-        or any(ord(c) < 32 for c in text)
         or any(p in ("", ".", "..") or p != p.strip() for p in parts)
     )
     if bad:
         raise ValueError(
-            f"{what} = {text!r}: names become folders, so use letters, digits, '-', '_' and '/' "
+            f"{what} = {shown}: names become folders, so use letters, digits, '-', '_' and '/' "
             "between non-empty parts (no '..', no leading '/', no backslash)."
         )
     return Path(*parts)
+
+
+def _invisible(char: str) -> bool:
+    """Control (C0, DEL, C1), format (bidirectional overrides, zero-width), surrogate,
+    private-use and unassigned characters, and the line and paragraph separators."""
+    return unicodedata.category(char)[0] == "C" or unicodedata.category(char) in ("Zl", "Zp")
 
 
 def runs_dir() -> Path:

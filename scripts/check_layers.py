@@ -7,7 +7,7 @@ too: a lazy import is still a dependency). Layers, from the top (a module may im
 layer, if that makes no cycle, and any layer below):
 
     cli → study → sweep, frontier, verdicts, plots, synthetic → rl → models, compute, tracking
-        → config, tasks, paths, logs, metrics
+        → config, tasks, paths, logs, metrics, userinput
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ LAYERS: list[set[str]] = [
     {"sweep", "frontier", "verdicts", "plots", "synthetic"},
     {"rl"},
     {"models", "compute", "tracking"},
-    {"config", "tasks", "paths", "logs", "metrics", "__init__"},
+    {"config", "tasks", "paths", "logs", "metrics", "userinput", "__init__"},
 ]
 
 

@@ -4,6 +4,7 @@ a message naming what to fix, and none leaves a run behind (RUNNING or FAILED)."
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,17 @@ from isolab.cli import app
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = yaml.safe_load((REPO / "studies" / "smoke.yaml").read_text())
+
+
+def _alias_bomb(key: str) -> str:
+    """A "billion laughs": 9 aliases of 9 aliases … of 9 strings, 9⁸ strings in ~300 bytes."""
+    levels = ["&a [lol,lol,lol,lol,lol,lol,lol,lol,lol]"]
+    for prev, name in zip("abcdefg", "bcdefgh", strict=True):
+        levels.append(f"&{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    return f"{key}: [{', '.join(levels)}]\n"
+
+
+LONG_NAME = "x" * 300
 
 #: (run config YAML, what the message must name)
 CONFIGS = [
@@ -92,6 +104,18 @@ CONFIGS = [
     ("- n: 8\n", "mapping"),
     ("n: [1, 2\n", "YAML"),
     ("axes: {n: [2, 4]}\nbase: {}\n", "isolab sweep"),
+    # input limits: refused before any object is built, and the message stays short
+    (_alias_bomb("n"), "expand to over 100,000 values"),
+    ("n: 4\nB_p: 2\nn: 8\n", "key 'n' is given twice (line 3)"),
+    ("eval_ks: [1, " + "x" * 100_000 + "]\n", "eval_ks.1 = '" + "x" * 27 + "...x"),
+    ("seed: " + "9" * 5000 + "\n", "an integer of 5,000 digits"),
+    ("seed: 18446744073709551616\n", "seed = 18446744073709551616: seeds are integers from 0"),
+    ('experiment: "a\\u202eb"\n', "U+202E"),
+    ('experiment: "a\\u2028b"\n', "U+2028"),
+    ('experiment: "a\\x7fb"\n', "U+007F"),
+    (f"experiment: {LONG_NAME}\n", "300 bytes long, over isolab's limit of 120"),
+    ("model: '[/x]'\n", "model: '[/x]'"),  # rich markup in user text prints as it is
+    ("M: 1:00\n", "M = '1:00'"),  # YAML 1.2: not the sexagesimal 60
 ]
 
 #: (--set override on a valid config, what the message must name)
@@ -106,6 +130,10 @@ OVERRIDES = [
     ("nosuch=1", "nosuch"),
     ("experiment=../x", "experiment = '../x'"),
     ("temperature=.nan", "temperature = nan"),
+    ("M=1:00", "M = '1:00'"),  # YAML 1.1 read it as 60
+    ("seed=18446744073709551616", "seed = 18446744073709551616"),
+    (f"experiment={LONG_NAME}", "over isolab's limit of 120"),
+    ("eval_ks=[*x]", "YAML"),
 ]
 
 #: (changes to the smoke sweep spec, what the message must name)
@@ -124,7 +152,7 @@ SPECS = [
     ({"seeds": [0, 0]}, "seeds"),
     ({"seeds": ["a"]}, "seeds"),
     ({"name": None}, "name"),
-    ({"name": "../outside"}, "experiment = '../outside'"),
+    ({"name": "../outside"}, "name: '../outside'"),
     ({"base": {"n": 1}}, "base.n"),
     ({"base": {"lr_base": float("nan")}}, "base.lr_base"),
     ({"base": {"M": 10}}, "base.M"),
@@ -135,6 +163,20 @@ SPECS = [
     ({"metric": "loss"}, "metric"),
     ({"max_batch": 1}, "max_batch"),
     ({"workers": 3}, "workers"),
+    ({"eval_points": 300_000_000}, "eval_points: 300,000,000: give 1 to 100"),
+    ({"budget_rollouts": 10**17}, "budget_rollouts: 100,000,000,000,000,000 gives M ="),
+    ({"budget_rollouts": None, "budget_flops": float("inf")}, "budget_flops: inf"),
+    ({"budget_rollouts": None, "budget_flops": 1e30}, "budget_flops: the budget gives M ="),
+    ({"seeds": [2**64]}, "seeds: 18446744073709551616: seeds are integers from 0"),
+    ({"timing": {"setup_s": -100000}}, "timing.setup_s: -100000.0"),
+    ({"timing": {"step_s": float("nan")}}, "timing.step_s: nan"),
+    ({"resources": {"cpus_per_run": float("nan")}}, "resources.cpus_per_run: nan"),
+    ({"metric": "eval/avg@8"}, "k = 8 is not in eval_ks [1, 4]; add 8"),
+    ({"metric": "eval/loss"}, "metric: 'eval/loss': pick eval/avg@k"),
+    ({"name": "a\u202eb"}, "name: 'a\\u202eb': holds the control or formatting character U+202E"),
+    ({"name": "a\u2028b"}, "U+2028"),
+    ({"name": "a\x7fb"}, "U+007F"),
+    ({"name": LONG_NAME}, "name: 'xxx"),
 ]
 
 
@@ -184,7 +226,9 @@ def test_bad_sweep_specs(cli, tmp_path, changes, named):
     assert named in invoke("sweep", "run", str(path), "--tracking-uri", uri)
 
 
-@pytest.mark.parametrize("kind", ["directory", "binary", "empty", "missing", "run config"])
+@pytest.mark.parametrize(
+    "kind", ["directory", "binary", "empty", "missing", "run config", "too large"]
+)
 def test_files_that_are_not_specs(cli, tmp_path, kind):
     invoke, _ = cli
     path = tmp_path / "spec.yaml"
@@ -196,7 +240,74 @@ def test_files_that_are_not_specs(cli, tmp_path, kind):
         path.write_text("")
     elif kind == "run config":
         path.write_text((REPO / "examples" / "tiny-easy.yaml").read_text())
+    elif kind == "too large":
+        path.write_text("# padding\n" * 200_000)
     assert "spec" in invoke("sweep", "plan", str(path)).lower()
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("name: a\nname: b\n", "spec: {spec} is not a readable YAML file (key 'name' is given"),
+        (_alias_bomb("description"), "expand to over 100,000 values"),
+        ("BASE: .\n", "base: {dir} is not a readable run config YAML (a folder"),
+        (
+            "BASE: weights.bin\n",
+            "base: {dir}/weights.bin is not a readable run config YAML (not UTF-8",
+        ),
+        ("BASE: dup.yaml\n", "key 'n' is given twice (line 2)"),
+    ],
+    ids=["duplicate key", "alias bomb", "base folder", "base binary", "base duplicate key"],
+)
+def test_spec_files_read_under_limits(cli, tmp_path, text, named):
+    """Duplicate keys, alias bombs, and a `base:` that is a folder or a binary file."""
+    invoke, _ = cli
+    (tmp_path / "weights.bin").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "dup.yaml").write_text("n: 4\nn: 8\n")
+    spec = {k: v for k, v in SMOKE.items() if k != "base"}
+    body = yaml.safe_dump(spec) if text.startswith("BASE") else ""
+    path = tmp_path / "spec.yaml"
+    path.write_text(body + text.replace("BASE", "base") + ("" if body else yaml.safe_dump(spec)))
+    out = invoke("sweep", "plan", str(path))
+    assert named.format(spec=path, dir=tmp_path) in out
+    assert len(out) < 1000  # never a repr of the expanded value
+
+
+def test_yaml_1_2_numbers_in_files_and_set(tmp_path):
+    """`010` is ten, not the octal 8 (YAML 1.1); `1:00` is text, not the sexagesimal 60."""
+    from isolab.cli.common import with_overrides
+    from isolab.config import RunConfig
+
+    assert with_overrides({}, ["n=010", "M=1:00", "lr_base=1e-4"]) == {
+        "n": 10,
+        "M": "1:00",
+        "lr_base": 1e-4,
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text("n: 010\nB_p: 0x10\n")
+    assert (RunConfig.from_yaml(path).n, RunConfig.from_yaml(path).B_p) == (10, 16)
+
+
+def test_an_alias_bomb_is_refused_at_once():
+    from isolab.userinput import load_yaml
+
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="expand to over 100,000 values"):
+        load_yaml(_alias_bomb("n"))
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_user_text_with_rich_markup_prints_as_it_is(cli, tmp_path):
+    """`[/x]` in a path or a name is text, not rich markup (it raised MarkupError)."""
+    invoke, _ = cli
+    folder = tmp_path / "[" / "x]"
+    folder.mkdir(parents=True)
+    spec = {**SMOKE, "name": "[/x]"}
+    (folder / "bad.yaml").write_text(yaml.safe_dump({**spec, "budget_rollouts": 1}))
+    assert "[/x]/bad.yaml: budget_rollouts" in invoke("sweep", "plan", str(folder / "bad.yaml"))
+    (folder / "ok.yaml").write_text(yaml.safe_dump(spec))
+    res = CliRunner().invoke(app, ["sweep", "plan", str(folder / "ok.yaml")])
+    assert res.exit_code == 0 and "study [/x]" in res.output, res.output
 
 
 @pytest.mark.parametrize(
@@ -208,6 +319,8 @@ def test_files_that_are_not_specs(cli, tmp_path, kind):
         ("bad json", "not valid JSON"),
         ("traversal", "names become folders"),
         ("bad status", "status 'WEIRD'"),
+        ("no run key", "every row needs a run_key"),
+        ("null run keys", "every row needs a run_key"),
     ],
 )
 def test_bad_snapshots_import_nothing(cli, tmp_path, damage, named):
@@ -229,11 +342,22 @@ def test_bad_snapshots_import_nothing(cli, tmp_path, damage, named):
     elif damage == "traversal":
         meta["experiment"] = "../../elsewhere"
         (snap / "snapshot.json").write_text(json.dumps(meta))
+    elif damage == "no run key":
+        import polars as pl
+
+        pl.read_parquet(runs).drop("run_key", "run_id").write_parquet(runs)
+    elif damage == "null run keys":  # imported as one run named "None" before
+        import polars as pl
+
+        df = pl.read_parquet(runs)
+        df.with_columns(pl.lit(None, pl.Utf8).alias("run_key")).write_parquet(runs)
     else:
         import polars as pl
 
         pl.read_parquet(runs).with_columns(pl.lit("WEIRD").alias("status")).write_parquet(runs)
     assert named in invoke("runs", "import", str(snap), "--tracking-uri", uri)
+    if Path(uri.removeprefix("sqlite:///")).exists():  # nor an experiment
+        assert [e.name for e in MlflowClient(uri).search_experiments()] == ["Default"]
 
 
 @pytest.mark.parametrize(
@@ -262,3 +386,151 @@ def test_frontier_of_an_experiment_without_runs(cli):
     invoke, uri = cli
     MlflowClient(uri).create_experiment("zero")
     assert "has no runs" in invoke("frontier", "zero", "--tracking-uri", uri)
+
+
+# ---- a busy store, an unwritable artifacts folder: said at once, in a sentence ------------------
+def test_a_held_store_lock_names_its_holder(cli, tmp_path, monkeypatch):
+    import fcntl
+
+    from isolab.cli.common import EXIT_STORE_BUSY
+    from isolab.tracking import store
+
+    _, uri = cli
+    monkeypatch.setattr(store, "LOCK_WAIT_S", 0.2)
+    smoke = str(REPO / "studies" / "smoke.yaml")
+    with open(tmp_path / ".mlflow.db.lock", "a+") as lock:  # as another isolab process holds it
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.write("pid 4242 on host (isolab sweep run big.yaml)\n")
+        lock.flush()
+        res = CliRunner().invoke(app, ["sweep", "run", smoke, "--tracking-uri", uri])
+    out = " ".join(res.output.split())
+    assert res.exit_code == EXIT_STORE_BUSY, out
+    assert "is locked by pid 4242 on host (isolab sweep run big.yaml)" in out
+    assert "retry when that process is done" in out and "Traceback" not in out
+
+
+def test_a_locked_sqlite_database_names_the_process_holding_it(cli, tmp_path, monkeypatch):
+    """SQLite's `database is locked` (after MLflow's 20 s wait, mimicked here): who holds it."""
+    import subprocess
+    import sys
+
+    from mlflow.exceptions import MlflowException
+
+    from isolab.cli.common import EXIT_STORE_BUSY
+
+    _, uri = cli
+    db = tmp_path / "mlflow.db"
+    MlflowClient(uri).search_experiments()  # the store exists
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import sqlite3, time; c = sqlite3.connect({str(db)!r}); "
+         "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    smoke = str(REPO / "studies" / "smoke.yaml")
+    try:
+        assert holder.stdout.readline().strip() == "held"
+
+        def locked(*args, **kwargs):
+            raise MlflowException("(sqlite3.OperationalError) database is locked")
+
+        with monkeypatch.context() as patch:
+            patch.setattr(MlflowClient, "search_experiments", locked)
+            res = CliRunner().invoke(app, ["sweep", "run", smoke, "--tracking-uri", uri])
+    finally:
+        holder.kill()
+        holder.wait()
+    out = " ".join(res.output.split())
+    assert res.exit_code == EXIT_STORE_BUSY, out
+    assert f"the store {db} is locked by pid {holder.pid} (" in out and "Traceback" not in out
+
+
+@pytest.mark.parametrize("how", ["a file in the way", "read-only"])
+def test_an_unwritable_artifacts_folder_is_refused_before_training(cli, tmp_path, monkeypatch, how):
+    import os
+    import stat
+
+    from isolab.tracking import store
+
+    invoke, uri = cli
+    artifacts = tmp_path / "artifacts"
+    if how == "a file in the way":
+        artifacts.write_text("")
+    else:
+        artifacts.mkdir()
+        artifacts.chmod(stat.S_IRUSR | stat.S_IXUSR)
+        if os.geteuid() == 0:  # root writes into read-only folders: as a read-only mount does
+
+            def refused(*args, **kwargs):
+                raise PermissionError(30, "Read-only file system")
+
+            monkeypatch.setattr(store.tempfile, "TemporaryFile", refused)
+    example = str(REPO / "examples" / "tiny-easy.yaml")
+    assert "the artifacts folder" in invoke("train", example, "--tracking-uri", uri)
+    smoke = str(REPO / "studies" / "smoke.yaml")
+    assert "the artifacts folder" in invoke("sweep", "run", smoke, "--tracking-uri", uri)
+
+
+# ---- clean ends -------------------------------------------------------------------------------
+def test_a_finished_sweep_lets_its_workers_exit_quietly(monkeypatch):
+    """Workers past their last point end on SIGTERM without raising KeyboardInterrupt (which
+    printed `Exception ignored in atexit callback` after every clean sweep), and the pool lets
+    them exit on their own before it terminates any."""
+    import signal
+
+    from isolab.sweep import runner
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        signal.signal(signal.SIGTERM, runner._interrupt_once)
+        runner._end_quietly()
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+    calls = []
+
+    class Worker:  # exits by itself 0.1 s into the join, as one past its sentinel does
+        exitcode = None
+
+        def join(self, timeout=None):
+            calls.append(("join", timeout))
+            self.exitcode = 0
+
+        def terminate(self):
+            calls.append(("terminate", None))
+
+    pool = runner._LocalPool.__new__(runner._LocalPool)
+    pool.procs = [Worker(), Worker()]
+    pool.tasks = pool.results = type("Q", (), {"cancel_join_thread": lambda self: None})()
+    pool.close()
+    assert ("terminate", None) not in calls and calls[0][1] > 0
+
+
+def test_ctrl_c_during_a_store_write_waits_for_it(tmp_path, monkeypatch):
+    """SIGINT inside `log_params` is held until the write is done, then raised: the run's
+    params are whole and it ends KILLED (a KeyboardInterrupt inside SQLAlchemy once left this
+    process deadlocked on its own transaction, the run RUNNING)."""
+    import os
+    import signal
+
+    from isolab.tracking import RunLogger
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    logger = RunLogger("interrupted", "run", "key", uri)
+    write = logger.client.log_batch
+
+    def interrupted_write(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # lands here, in the middle of the write
+        time.sleep(0.05)
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(logger.client, "log_batch", interrupted_write)
+    with pytest.raises(KeyboardInterrupt):
+        logger.log_params({"n": 8, "B_p": 4})
+    monkeypatch.undo()
+    logger.end("KILLED")
+    run = MlflowClient(uri).get_run(logger.run_id)
+    assert run.data.params == {"n": "8", "B_p": "4"} and run.info.status == "KILLED"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from isolab.cli.common import TrackingUri, console
+from isolab.cli.common import TrackingUri, console, safe
 from isolab.cli.common import fail as _fail
 
 if TYPE_CHECKING:
@@ -44,9 +44,9 @@ def _fmt(value: Any) -> str:
 
 def print_frame(df: pl.DataFrame, title: str, max_rows: int = 20) -> None:
     """A polars frame as a rich table (first `max_rows` rows)."""
-    table = Table(*df.columns, title=title, title_justify="left")
+    table = Table(*map(safe, df.columns), title=safe(title), title_justify="left")
     for row in df.head(max_rows).iter_rows():
-        table.add_row(*(_fmt(v) for v in row))
+        table.add_row(*(safe(_fmt(v)) for v in row))
     if df.height > max_rows:
         table.caption = f"… {df.height - max_rows} more rows"
     console.print(table)
@@ -142,7 +142,7 @@ def frontier_cmd(
     except ValueError as exc:
         _fail(str(exc))
     console.print(
-        f"[bold]{experiment}[/]: {df['run_key'].n_unique() if 'run_key' in df.columns else '?'} "
+        f"[bold]{safe(experiment)}[/]: {df['run_key'].n_unique() if 'run_key' in df.columns else '?'} "
         f"runs, {df.height} evaluation points"
     )
     try:
@@ -153,11 +153,11 @@ def frontier_cmd(
     for name, table in report.tables.items():
         print_frame(table, name)
     for line in report.summary:
-        console.print(line)
+        console.print(line, markup=False)
     save_report(report, out, [experiment] if log else None, tracking_uri)
-    console.print(f"figures and tables → {out}/ ({len(report.figures)} figures)")
+    console.print(f"figures and tables → {safe(out)}/ ({len(report.figures)} figures)")
     if log:
-        console.print(f"logged to MLflow: experiment {experiment!r}, run 'analysis'")
+        console.print(f"logged to MLflow: experiment {safe(repr(experiment))}, run 'analysis'")
 
 
 def export_cmd(
@@ -184,9 +184,12 @@ def export_cmd(
     df = _load(experiment, tracking_uri, None if all_statuses else ["FINISHED"])
     statuses = None if all_statuses else ["FINISHED"]
     history = load_history(experiment, tracking_uri=tracking_uri, statuses=statuses)
-    path = export_runs(df, dest, experiment=experiment, history=history)
+    try:
+        path = export_runs(df, dest, experiment=experiment, history=history)
+    except ValueError as exc:  # a destination that is a symbolic link
+        _fail(str(exc))
     runs = df["run_key"].n_unique() if "run_key" in df.columns else df["run_id"].n_unique()
-    console.print(f"exported {runs} runs, {df.height} evaluation points → {path}/")
+    console.print(f"exported {runs} runs, {df.height} evaluation points → {safe(path)}/")
 
 
 def import_cmd(
@@ -199,18 +202,25 @@ def import_cmd(
     tracking_uri: TrackingUri = None,
 ) -> None:
     """Load a parquet snapshot back into MLflow, to browse saved results in the UI."""
+    import polars as pl
+
     from isolab.tracking.runs import import_runs, is_snapshot
 
     if not is_snapshot(snapshot):
         _fail(f"{snapshot} is not a snapshot folder (expected {snapshot}/runs.parquet).")
     try:
-        with console.status(f"importing {snapshot} …"):
+        with console.status(f"importing {safe(snapshot)} …"):
             name, done, skipped = import_runs(
                 snapshot, experiment=experiment, tracking_uri=tracking_uri
             )
     except (ValueError, FileNotFoundError) as exc:
         _fail(f"{exc} (nothing was imported)")
-    console.print(f"imported {done} runs into experiment {name!r} ({skipped} already there)")
+    except pl.exceptions.PolarsError as exc:  # a table that is not isolab's (no run_key column)
+        first = str(exc).splitlines()[0][:300]
+        _fail(f"{snapshot}: not a readable snapshot ({first}) (nothing was imported)")
+    console.print(
+        f"imported {done} runs into experiment {safe(repr(name))} ({skipped} already there)"
+    )
 
 
 def register(app: typer.Typer) -> None:

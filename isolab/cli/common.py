@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 console = Console()
@@ -20,6 +21,11 @@ console.soft_wrap = not console.is_terminal
 #: After Ctrl-C the runs are ended: a process still here this long after prints its stacks and
 #: exits (a library's thread that will not stop must not keep a terminal waiting).
 EXIT_GRACE_S = 20.0
+#: Exit status when another process keeps the store locked: 2, as for any refusal before work
+#: starts (nothing was written; the message names the holder and says to retry).
+EXIT_STORE_BUSY = 2
+#: Longest message `fail` prints: user text in it is cut short already; this is the last guard.
+MAX_MESSAGE_CHARS = 2000
 
 TrackingUri = Annotated[
     str | None,
@@ -37,9 +43,29 @@ def exit_interrupted() -> None:
 
 
 def fail(message: str, code: int = 2) -> None:
-    """Print a fix-it message to stderr and exit non-zero (2: bad input)."""
-    err.print(f"[bold red]error:[/] {message}")
+    """Print a fix-it message to stderr and exit non-zero (2: bad input, `EXIT_STORE_BUSY`:
+    the store is locked by another process)."""
+    err.print(f"[bold red]error:[/] {safe(message, MAX_MESSAGE_CHARS)}")
     raise typer.Exit(code)
+
+
+def safe(text: object, limit: int = 200) -> str:
+    """User text (a name, a value, an error) ready for rich markup: cut to `limit` characters
+    and escaped, so that `[/x]` in a sweep's name prints as it is."""
+    text = str(text)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return escape(text)
+
+
+def check_artifacts(tracking_uri: str | None, experiment: str) -> None:
+    """Exit 2 when a run's artifacts could not be saved (a read-only folder): before the
+    model loads, not after it trained."""
+    from isolab.tracking.store import ARTIFACTS_FIX, artifacts_problem, resolve_uri
+
+    problem = artifacts_problem(resolve_uri(tracking_uri), experiment)
+    if problem:
+        fail(f"{problem}: {ARTIFACTS_FIX}")
 
 
 def progress() -> Progress:
@@ -77,28 +103,29 @@ def load_config(path: Path, overrides: list[str]):
 
 
 def with_overrides(data: dict, overrides: list[str]) -> dict:
-    """`data` with each `FIELD=VALUE` applied (VALUE read as YAML); a dotted FIELD goes into
-    a mapping, e.g. `extra.grpo.top_p=0.9`."""
+    """`data` with each `FIELD=VALUE` applied (VALUE read as YAML 1.2, as config files are:
+    `010` is 10, `1:00` is text); a dotted FIELD goes into a mapping, e.g.
+    `extra.grpo.top_p=0.9`."""
     import copy
 
-    import yaml
+    from isolab.userinput import brief, load_yaml
 
     data = copy.deepcopy(data)
     for item in overrides:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"--set {item!r}: write FIELD=VALUE, e.g. --set n=16")
+            raise ValueError(f"--set {brief(item)}: write FIELD=VALUE, e.g. --set n=16")
         try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError:
-            raise ValueError(f"--set {item!r}: {text!r} is not a YAML value") from None
+            value = load_yaml(text)
+        except ValueError as exc:
+            raise ValueError(f"--set {brief(item)}: not a YAML value ({exc})") from None
         *parents, leaf = key.strip().split(".")
         node = data
         for i, part in enumerate(parents):
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 where = ".".join(parents[: i + 1])
-                raise ValueError(f"--set {item!r}: {where} is not a mapping")
+                raise ValueError(f"--set {brief(item)}: {where} is not a mapping")
         node[leaf] = value
     return data
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from isolab.cli.common import console, fail, progress
+from isolab.cli.common import console, fail, progress, safe
 
 models_app = typer.Typer(help="Install and list model presets.", no_args_is_help=True)
 
@@ -177,7 +177,7 @@ def difficulty(
         console.print(f"{name:>5}: {len(part['train'])} train, {len(part['val'])} validation")
     source = "shipped with the weights" if splits.source == "shipped" else "sampled here"
     digest = f" (sha256 {splits.model_digest[:12]}…)" if splits.model_digest else ""
-    console.print(f"labels of {model}{digest}: {source} → {path}")
+    console.print(f"labels of {safe(model)}{digest}: {source} → {safe(path)}")
 
 
 def register(app: typer.Typer) -> None:

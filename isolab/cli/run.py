@@ -11,7 +11,18 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from isolab.cli.common import Overrides, TrackingUri, console, fail, load_config, progress
+from isolab.cli.common import (
+    Overrides,
+    TrackingUri,
+    check_artifacts,
+    console,
+    err,
+    exit_interrupted,
+    fail,
+    load_config,
+    progress,
+    safe,
+)
 from isolab.cli.models import difficulty, models_build
 
 
@@ -22,10 +33,14 @@ def train(
 ) -> None:
     """Run one GRPO training run from a YAML config and log it to MLflow."""
     cfg = load_config(config, set_ or [])
+    check_artifacts(tracking_uri, cfg.experiment)
     try:
         result = _train_with_progress(cfg, tracking_uri)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         fail(str(exc))
+    except KeyboardInterrupt:  # the run is ended KILLED by then
+        err.print("[yellow]interrupted[/]: the run is marked KILLED.")
+        exit_interrupted()
     _print_results([(cfg, result)])
 
 
@@ -33,7 +48,7 @@ def _train_with_progress(cfg, tracking_uri):
     from isolab.rl.train import train as run_train
 
     with progress() as bar:
-        task = bar.add_task(cfg.run_name, total=cfg.M * cfg.num_iterations, info="")
+        task = bar.add_task(safe(cfg.run_name), total=cfg.M * cfg.num_iterations, info="")
 
         def on_step(step: int, metrics: dict) -> None:
             info = f"ρ {metrics.get('compute/rho', 0):.2f}"
@@ -63,14 +78,14 @@ def _print_results(rows) -> None:
             f"{r.final_eval.get(f'eval/{k}@4', float('nan')):.3f}"
             for k in ("avg", "best", "worst")
         ]
-        evals.add_row(cfg.run_name, *cells)
+        evals.add_row(safe(cfg.run_name), *cells)
         m = r.final_metrics
         total = m.get("flops/total", 0.0) or 1.0
         shares = [
             f"{m.get(f'flops/{k}', 0.0) / total:.0%}" for k in ("search", "learning", "reward")
         ]
         spend.add_row(
-            cfg.run_name,
+            safe(cfg.run_name),
             *shares,
             f"{m.get('flops/total', 0):.2e}",
             f"{m.get('compute/rho', 0):.2f}",
@@ -99,7 +114,8 @@ def flops(
         plan = plan_config(cfg, prompt_len=prompt_len, completion_len=completion_len)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         fail(str(exc))
-    table = Table("component", "per step", "total", "share", title=f"{cfg.run_name} · M={cfg.M}")
+    title = f"{safe(cfg.run_name)} · M={cfg.M}"
+    table = Table("component", "per step", "total", "share", title=title)
     total = plan["flops/total"] or 1.0
     for k in ("search", "learning", "reward", "total"):
         table.add_row(
@@ -143,7 +159,7 @@ def ui(
     if root:
         cmd += ["--default-artifact-root", root]
     base = f"http://127.0.0.1:{port}"
-    console.print(f"MLflow UI for the store {uri}; Ctrl-C stops it.")
+    console.print(f"MLflow UI for the store {safe(uri)}; Ctrl-C stops it.")
     # MLflow 3.17 opens an experiment in its GenAI view (traces) unless the link asks for the
     # model-training one, whatever the experiment's kind tag says: these links land on the
     # runs tables

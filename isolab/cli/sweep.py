@@ -16,7 +16,15 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from isolab.cli.common import TrackingUri, console, err, exit_interrupted, fail
+from isolab.cli.common import (
+    TrackingUri,
+    check_artifacts,
+    console,
+    err,
+    exit_interrupted,
+    fail,
+    safe,
+)
 from isolab.config import SIZE_GUARD_ENV  # config is light: yaml and pydantic, no torch
 
 if TYPE_CHECKING:  # the sweep package imports torch and MLflow: commands import it when run
@@ -46,9 +54,17 @@ def load_plan(spec_path: Path) -> SweepPlan:
 
     try:
         spec = SweepSpec.from_yaml(spec_path)
+    except SpecError as exc:
+        fail(f"{spec_path}: {exc}")
+    try:
         return plan_sweep(spec, split_sizes(spec))
     except SpecError as exc:
         fail(f"{spec_path}: {exc}")
+    except ValueError as exc:  # a point's config: its M is the budget's doing
+        budget = "budget_rollouts" if spec.mode == "isocompute" else "budget_flops"
+        if str(exc).startswith("M = "):
+            fail(f"{spec_path}: {budget}: the budget gives {exc}")
+        fail(f"{spec_path}: axes: {exc}")
     raise AssertionError  # unreachable: fail raises
 
 
@@ -88,12 +104,12 @@ def plan_cmd(
         "ρ",
         "est. wall",
         "run key",
-        title=f"study {s.name}: {len(plan.points)} runs ({s.mode})",
+        title=f"study {safe(s.name)}: {len(plan.points)} runs ({s.mode})",
     )
     for p in plan.points:
         c = p.config
         table.add_row(
-            *(str(p.values.get(a, "")) for a in axes),
+            *(safe(p.values.get(a, "")) for a in axes),
             str(c.seed),
             str(c.n),
             str(c.B_p),
@@ -109,7 +125,7 @@ def plan_cmd(
     if plan.dropped:
         dropped = Table("point", "reason", title=f"{len(plan.dropped)} points dropped")
         for d in plan.dropped:
-            dropped.add_row(_values(d.values), d.reason)
+            dropped.add_row(safe(_values(d.values)), safe(d.reason))
         console.print(dropped)
     if s.budget_rollouts is not None:
         budget = f"{s.budget_rollouts:,} rollouts per run (C = B_p·n·M)"
@@ -184,6 +200,7 @@ def run_cmd(
             "a Ray cluster cannot share a SQLite store: start `mlflow server` (PostgreSQL for "
             "teams) and pass --tracking-uri http://HOST:PORT"
         )
+    check_artifacts(uri, plan.spec.name)
     resume = f"isolab sweep run {spec} --workers {workers} --backend {backend}"
     resume += f" --address {address}" if address else ""
     resume += f" --tracking-uri {tracking_uri}" if tracking_uri else ""
@@ -200,10 +217,10 @@ def run_cmd(
         todo, state = runner.pending(plan, uri, reclaim_remote, limit)
         reclaimed = sum(len(v) for v in state.stale.values())
         console.print(
-            f"study [bold]{plan.spec.name}[/]: {len(plan.points)} points · "
+            f"study [bold]{safe(plan.spec.name)}[/]: {len(plan.points)} points · "
             f"{len(state.finished)} finished (skipped) · {len(state.live)} running elsewhere · "
             f"{reclaimed} stale RUNNING marked FAILED · [bold]{len(todo)} to run[/] "
-            f"({backend}, {workers} worker(s)) · store {uri}"
+            f"({backend}, {workers} worker(s)) · store {safe(uri)}"
         )
         outcomes, interrupted = _run_with_progress(
             runner, todo, plan, uri, workers, backend, address
@@ -217,7 +234,7 @@ def run_cmd(
     if interrupted:
         err.print(
             f"[yellow]interrupted[/]: {finished} run(s) finished in this session are kept; "
-            f"runs cut short are marked KILLED. Resume with:\n  {resume}"
+            f"runs cut short are marked KILLED. Resume with:\n  {safe(resume, 1000)}"
         )
         exit_interrupted()
     others = sum(o.status == "SKIPPED" for o in outcomes)
@@ -226,9 +243,12 @@ def run_cmd(
         + (f", {others} left to another runner on this spec and store" if others else "")
     )
     for o in failed:
-        err.print(f"[red]FAILED[/] {o.run_key} {o.run_name}: {o.error or 'see its MLflow run'}")
+        why = safe(o.error or "see its MLflow run", 500)
+        err.print(f"[red]FAILED[/] {o.run_key} {safe(o.run_name)}: {why}")
     if failed:
-        err.print(f"Rerun to retry the failed points (finished ones are skipped):\n  {resume}")
+        err.print(
+            f"Rerun to retry the failed points (finished ones are skipped):\n  {safe(resume, 1000)}"
+        )
         raise typer.Exit(1)
 
 
@@ -251,21 +271,21 @@ def _run_with_progress(runner, todo, plan: SweepPlan, uri, workers, backend, add
     )
     counts = {"done": 0}
     with progress:
-        bar = progress.add_task(plan.spec.name, total=total, runs=f"0/{len(todo)} runs")
+        bar = progress.add_task(safe(plan.spec.name), total=total, runs=f"0/{len(todo)} runs")
 
         def on_result(outcome, point) -> None:
             counts["done"] += 1
             ok = outcome.status == "FINISHED"
             mark = "[green]✓[/]" if ok else f"[red]✗ {outcome.status}[/]"
             if outcome.status == "SKIPPED":
-                mark = f"[dim]· {outcome.error}[/]"
+                mark = f"[dim]· {safe(outcome.error)}[/]"
             value = "—" if math.isnan(outcome.metric) else f"{outcome.metric:.3f}"
             line = (
-                f"{mark} {outcome.run_key}  {outcome.run_name} seed {point.config.seed}  "
+                f"{mark} {outcome.run_key}  {safe(outcome.run_name)} seed {point.config.seed}  "
                 f"{metric} {value}  {outcome.wall_time_s:.1f} s"
             )
             if not ok and outcome.error:
-                line += f"  [red]{outcome.error[:200]}[/]"
+                line += f"  [red]{safe(outcome.error)}[/]"
             progress.console.print(line)
             progress.update(
                 bar, advance=point.est_wall_s, runs=f"{counts['done']}/{len(todo)} runs"

@@ -18,13 +18,16 @@ Example (``studies/smoke.yaml``)::
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from isolab.config import RunConfig
+from isolab.config import MAX_SEED, SIZE_GUARD_ENV, SIZE_GUARDS, RunConfig
+from isolab.paths import name_path
+from isolab.userinput import brief, read_yaml
 
 # Fields a sweep may not vary: the budget sets M, the spec sets the experiment, seeds and
 # checkpoints (`study` is the experiment's name in isolab 0.1 configs).
@@ -34,6 +37,10 @@ RESERVED_FIELDS = ("experiment", "study", "M", "seed", "eval_at_rollouts", "eval
 AXES = tuple(f.name for f in dataclasses.fields(RunConfig) if f.name not in RESERVED_FIELDS) + (
     "B",
 )
+#: Most checkpoints a sweep may ask for: each is an evaluation of every run.
+MAX_EVAL_POINTS = 100
+#: The metrics a run reports (`isolab.metrics.metrics_from_counts`), k from its `eval_ks`.
+METRIC = re.compile(r"eval/(avg|best|worst)@(\d+)")
 
 
 class SpecError(ValueError):
@@ -113,8 +120,7 @@ class SweepSpec:
     description: str = ""
 
     def __post_init__(self) -> None:
-        if not self.name or not isinstance(self.name, str):
-            raise SpecError("name", "give the sweep a non-empty name (its MLflow experiment).")
+        _check_name(self.name)
         if (self.budget_rollouts is None) == (self.budget_flops is None):
             raise SpecError(
                 "budget_rollouts",
@@ -131,17 +137,68 @@ class SweepSpec:
             )
         if not self.seeds:
             raise SpecError("seeds", "empty: give at least one seed, e.g. [0].")
+        for seed in self.seeds:
+            if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+                raise SpecError("seeds", f"{brief(seed)}: seeds are integers from 0 to 2**32 - 1.")
         if len(set(self.seeds)) != len(self.seeds):
-            raise SpecError("seeds", f"{list(self.seeds)} repeats a seed.")
-        if self.eval_points < 1:
-            raise SpecError("eval_points", f"{self.eval_points}: must be ≥ 1.")
+            raise SpecError("seeds", f"{brief(list(self.seeds))} repeats a seed.")
+        if not 1 <= self.eval_points <= MAX_EVAL_POINTS:
+            raise SpecError(
+                "eval_points",
+                f"{self.eval_points:,}: give 1 to {MAX_EVAL_POINTS} checkpoints (each one "
+                "evaluates every run).",
+            )
         if not self.eval_ratio > 1:
             raise SpecError("eval_ratio", f"{self.eval_ratio}: checkpoints need a ratio > 1.")
-        if not self.metric.startswith("eval/"):
-            raise SpecError("metric", f"{self.metric!r}: pick an evaluation metric, eval/avg@4.")
-        if self.resources.cpus_per_run <= 0 or self.resources.gpus_per_run < 0:
+        if not isinstance(self.metric, str) or not METRIC.fullmatch(self.metric):
+            raise SpecError(
+                "metric",
+                f"{brief(self.metric)}: pick eval/avg@k, eval/best@k or eval/worst@k, e.g. "
+                "eval/avg@4.",
+            )
+        if not self.resources.cpus_per_run > 0 or not self.resources.gpus_per_run >= 0:
             raise SpecError("resources", "cpus_per_run must be > 0 and gpus_per_run ≥ 0.")
+        for part in dataclasses.fields(self.timing):
+            if not getattr(self.timing, part.name) >= 0:
+                raise SpecError(
+                    f"timing.{part.name}",
+                    f"{getattr(self.timing, part.name)}: a time in seconds, ≥ 0.",
+                )
         object.__setattr__(self, "axes", _check_axes(self.axes, self.base))
+        self._check_metric_k()
+        self._check_steps()
+
+    def _check_metric_k(self) -> None:
+        """The metric's k is evaluated by every run (in `eval_ks` of the base and each axis
+        value)."""
+        k = int(METRIC.fullmatch(self.metric).group(2))
+        where = "every value of axes.eval_ks" if "eval_ks" in self.axes else "base.eval_ks"
+        for eval_ks in self.axes.get("eval_ks", (self.base.eval_ks,)):
+            if k not in eval_ks:
+                raise SpecError(
+                    "metric",
+                    f"{self.metric}: k = {k} is not in eval_ks {list(eval_ks)}; add {k} to "
+                    f"{where} (with eval_k_samples ≥ {k}) or pick a metric of those k.",
+                )
+
+    def _check_steps(self) -> None:
+        """A rollout budget whose smallest batch would take more steps than the size guard of
+        M allows (`isolab.config.SIZE_GUARDS`)."""
+        if self.budget_rollouts is None or os.environ.get(SIZE_GUARD_ENV) == "1":
+            return
+        if "B" in self.axes:
+            smallest = min(self.axes["B"])
+        else:
+            ns = self.axes.get("n", (self.base.n,))
+            smallest = min(ns) * min(self.axes.get("B_p", (self.base.B_p,)))
+        steps = self.budget_rollouts // smallest
+        if steps > SIZE_GUARDS["M"]:
+            raise SpecError(
+                "budget_rollouts",
+                f"{self.budget_rollouts:,} gives M = {steps:,} steps at B = {smallest}, over "
+                f"isolab's guard of {SIZE_GUARDS['M']:,}: lower the budget, or set "
+                f"{SIZE_GUARD_ENV}=1 to plan it anyway.",
+            )
 
     @property
     def mode(self) -> str:
@@ -160,9 +217,8 @@ class SweepSpec:
         known = {f.name for f in dataclasses.fields(cls)}
         for key in data:
             if key not in known:
-                raise SpecError(str(key), f"unknown sweep field; valid fields: {sorted(known)}.")
-        if not data.get("name"):
-            raise SpecError("name", "give the sweep a name (its MLflow experiment).")
+                raise SpecError(_key(key), f"unknown sweep field; valid fields: {sorted(known)}.")
+        _check_name(data.get("name"))
         data = dict(data)
         data["base"] = _load_base(data.get("base") or {}, data.get("name"), root)
         axes = data.get("axes")
@@ -173,7 +229,7 @@ class SweepSpec:
             seeds = data["seeds"]
             seeds = [seeds] if isinstance(seeds, int) else seeds
             if not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds):
-                raise SpecError("seeds", f"{seeds!r}: give a list of integers, e.g. [0, 1].")
+                raise SpecError("seeds", f"{brief(seeds)}: give a list of integers, e.g. [0, 1].")
             data["seeds"] = tuple(seeds)
         for name, kind in (("budget_rollouts", int), ("max_batch", int), ("eval_points", int)):
             if data.get(name) is not None:
@@ -194,10 +250,9 @@ class SweepSpec:
         if not path.is_file():
             raise SpecError("spec", f"{path} is not a file: give a sweep spec YAML.")
         try:
-            data = yaml.safe_load(path.read_text())
-        except (yaml.YAMLError, UnicodeDecodeError) as exc:
-            first = str(exc).splitlines()[0]
-            raise SpecError("spec", f"{path} is not a readable YAML file ({first}).") from None
+            data = read_yaml(path)
+        except ValueError as exc:
+            raise SpecError("spec", f"{path} is not a readable YAML file ({exc}).") from None
         if data is None:
             raise SpecError(
                 "spec", f"{path} is empty: write a sweep spec (see studies/smoke.yaml)."
@@ -211,12 +266,33 @@ class SweepSpec:
         return cls.from_dict(data, root=path.parent)
 
 
+def _key(key: Any) -> str:
+    """A YAML key as a field name in a message, cut short."""
+    text = str(key)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_name(name: Any) -> None:
+    """The sweep's name is its experiment's: text that can become a folder (`name_path`)."""
+    if not name:
+        raise SpecError("name", "give the sweep a name (its MLflow experiment).")
+    if not isinstance(name, str):
+        raise SpecError("name", f"{brief(name)}: a name is text; quote it in YAML.")
+    try:
+        name_path(name, "name")
+    except ValueError as exc:
+        raise SpecError("name", str(exc).removeprefix("name = ")) from None
+
+
 def _load_base(base: Any, name: Any, root: Path | None) -> RunConfig:
     if isinstance(base, str):
         path = Path(base) if root is None or Path(base).is_absolute() else root / base
-        if not path.exists():
-            raise SpecError("base", f"config file {path} does not exist.")
-        base = yaml.safe_load(path.read_text()) or {}
+        try:
+            base = read_yaml(path) or {}
+        except FileNotFoundError:
+            raise SpecError("base", f"config file {path} does not exist.") from None
+        except ValueError as exc:
+            raise SpecError("base", f"{path} is not a readable run config YAML ({exc}).") from None
         if isinstance(base, dict):  # a run's config file: the sweep sets these fields
             base = {k: v for k, v in base.items() if k not in RESERVED_FIELDS or k == "extra"}
     if not isinstance(base, dict):
@@ -224,9 +300,11 @@ def _load_base(base: Any, name: Any, root: Path | None) -> RunConfig:
     known = {f.name for f in dataclasses.fields(RunConfig)}
     for key in base:
         if key in RESERVED_FIELDS and key != "extra":
-            raise SpecError(f"base.{key}", _reserved_reason(key))
+            raise SpecError(f"base.{_key(key)}", _reserved_reason(key))
         if key not in known:
-            raise SpecError(f"base.{key}", f"unknown RunConfig field; valid: {sorted(known)}.")
+            raise SpecError(
+                f"base.{_key(key)}", f"unknown RunConfig field; valid: {sorted(known)}."
+            )
     try:
         return RunConfig(**{**base, "experiment": str(name or "default")})
     except (ValueError, TypeError) as exc:
@@ -261,14 +339,14 @@ def _check_axes(axes: dict[str, tuple[Any, ...]], base: RunConfig) -> dict[str, 
         if name not in AXES:
             reason = _reserved_reason(name) + " " if name in RESERVED_FIELDS else ""
             raise SpecError(
-                f"axes.{name}", f"unknown axis. {reason}Sweepable fields: {', '.join(AXES)}."
+                f"axes.{_key(name)}", f"unknown axis. {reason}Sweepable fields: {', '.join(AXES)}."
             )
         if not values:
             raise SpecError(f"axes.{name}", "empty list: give at least one value.")
         if name == "B":
             for v in values:
                 if isinstance(v, bool) or not isinstance(v, int) or v < 2:
-                    raise SpecError("axes.B", f"B = {v!r}: batches are integers ≥ 2.")
+                    raise SpecError("axes.B", f"B = {brief(v)}: batches are integers ≥ 2.")
         else:
             typed = []
             for v in values:  # each value alone must make a valid config (n ≥ 2, known recipe…)
@@ -278,7 +356,7 @@ def _check_axes(axes: dict[str, tuple[Any, ...]], base: RunConfig) -> dict[str, 
                     raise SpecError(f"axes.{name}", str(exc)) from exc
             values = tuple(typed)
         if len(set(map(repr, values))) != len(values):
-            raise SpecError(f"axes.{name}", f"{list(values)} repeats a value.")
+            raise SpecError(f"axes.{name}", f"{brief(list(values))} repeats a value.")
         out[name] = values
     return out
 
@@ -290,13 +368,19 @@ def _field_in(message: str) -> str:
 
 
 def _number(name: str, value: Any, kind: type) -> int | float:
+    if isinstance(value, bool):
+        raise SpecError(name, f"{value}: give a number, not true/false.")
+    if kind is int and isinstance(value, int):
+        return value  # exactly: float() would round a large one
     try:
         number = float(value)
-    except (TypeError, ValueError):
-        raise SpecError(name, f"{value!r} is not a number.") from None
+    except (TypeError, ValueError, OverflowError):
+        raise SpecError(name, f"{brief(value)} is not a number.") from None
+    if not math.isfinite(number):
+        raise SpecError(name, f"{brief(value)}: give a finite number.")
     if kind is int:
         if not number.is_integer():
-            raise SpecError(name, f"{value!r}: give an integer.")
+            raise SpecError(name, f"{brief(value)}: give an integer.")
         return int(number)
     return number
 
@@ -307,5 +391,5 @@ def _sub(name: str, data: Any, klass: type) -> Any:
     known = {f.name for f in dataclasses.fields(klass)}
     for key in data:
         if key not in known:
-            raise SpecError(f"{name}.{key}", f"unknown field; valid: {sorted(known)}.")
+            raise SpecError(f"{name}.{_key(key)}", f"unknown field; valid: {sorted(known)}.")
     return klass(**{k: _number(f"{name}.{k}", v, float) for k, v in data.items()})
