@@ -1,25 +1,47 @@
-"""Inputs isolab must not trust: a reward-model folder that ships its own Python code, and
-names that would become paths outside isolab's folders."""
+"""Inputs isolab must not trust: model folders that ship their own Python code, settings and
+models refused only once a run existed, and names that would become paths outside isolab's
+folders."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
+from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 from isolab.cli import app
 from isolab.config import RunConfig
-from isolab.paths import name_path
+from isolab.paths import name_path, presets_dir
 
+#: A module that leaves `marker` when imported: transformers runs a copy of it from its modules
+#: cache, so the marker's path is written into the code.
 CODE = """
 import pathlib
-pathlib.Path(__file__).with_name("RAN").write_text("this code ran")
+pathlib.Path({marker!r}).write_text("this code ran")
+{body}
+"""
+CONFIG_CLASS = """
 from transformers import PretrainedConfig
 class EvilConfig(PretrainedConfig):
     model_type = "isolab_evil"
 """
+MODEL_CLASS = """
+from transformers import LlamaForCausalLM
+class EvilForCausalLM(LlamaForCausalLM):
+    pass
+"""
+
+
+def _own_code(folder: Path, markers: Path, auto_map: dict[str, str]) -> None:
+    """Write each module `auto_map` names into `folder`, each leaving a file in `markers`."""
+    for target in auto_map.values():
+        module = target.split(".")[0]
+        body = CONFIG_CLASS if module.startswith("configuration") else MODEL_CLASS
+        marker = str(markers / f"RAN-{module}")
+        (folder / f"{module}.py").write_text(CODE.format(marker=marker, body=body))
 
 
 @pytest.fixture
@@ -28,15 +50,27 @@ def remote_code_folder(tmp_path: Path) -> Path:
     `auto_map`): loading it with trust_remote_code runs that module, which leaves a file."""
     folder = tmp_path / "evil-rm"
     folder.mkdir()
-    (folder / "configuration_evil.py").write_text(CODE)
+    auto_map = {"AutoConfig": "configuration_evil.EvilConfig"}
+    _own_code(folder, tmp_path, auto_map)
     config = {
         "model_type": "isolab_evil",
-        "auto_map": {"AutoConfig": "configuration_evil.EvilConfig"},
+        "auto_map": auto_map,
         "hidden_size": 8,
         "num_hidden_layers": 1,
     }
     (folder / "config.json").write_text(json.dumps(config))
     return folder
+
+
+def _ran(tmp_path: Path) -> list[str]:
+    return sorted(p.name for p in tmp_path.glob("RAN-*"))
+
+
+def _no_runs(uri: str) -> None:
+    if Path(uri.removeprefix("sqlite:///")).exists():
+        client = MlflowClient(uri)
+        exps = [e.experiment_id for e in client.search_experiments()]
+        assert not client.search_runs(exps)
 
 
 @pytest.mark.parametrize("command", ["flops", "train"])
@@ -52,13 +86,96 @@ def test_a_reward_model_folder_with_its_own_code_is_not_run(
     assert res.exit_code == 2, res.output
     assert "trust_remote_code: true" in " ".join(res.output.split())  # words, not line breaks
     assert "`trust_remote_code: true`" in res.output  # and not wrapped inside the snippet
-    assert not (remote_code_folder / "RAN").exists()
-    if command == "train":  # refused before any run exists
-        from mlflow.tracking import MlflowClient
+    assert not _ran(tmp_path)
+    _no_runs(uri)  # refused before any run exists
 
-        client = MlflowClient(uri)
-        exps = client.search_experiments()
-        assert not client.search_runs([e.experiment_id for e in exps]) if exps else True
+
+@pytest.fixture
+def policy_with_own_code(tmp_path: Path) -> Path:
+    """A policy folder (tiny-m's weights and tokenizer, with a chat template) whose config maps
+    AutoConfig and AutoModelForCausalLM to its own modules, each leaving a file when imported."""
+    folder = tmp_path / "evil-lm"
+    shutil.copytree(presets_dir() / "tiny-m", folder)
+    auto_map = {
+        "AutoConfig": "configuration_evil.EvilConfig",
+        "AutoModelForCausalLM": "modeling_evil.EvilForCausalLM",
+    }
+    _own_code(folder, tmp_path, auto_map)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(model_type="isolab_evil", auto_map=auto_map)
+    (folder / "config.json").write_text(json.dumps(config))
+    tokenizer = json.loads((folder / "tokenizer_config.json").read_text())
+    tokenizer["chat_template"] = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer))
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("command", "trusted", "says"),
+    [
+        ("flops", True, "isolab flops never runs it"),  # whatever the config says
+        ("train", False, "`trust_remote_code: true`"),
+    ],
+)
+def test_a_policy_folder_with_its_own_code_is_not_run_on_a_keystroke(
+    policy_with_own_code, tmp_path, monkeypatch, isolab_cache, command, trusted, says
+):
+    """transformers asks on stdin whether to run a model's own code unless told: isolab tells it,
+    so a "y" typed (or piped) answers nothing."""
+    cfg = tmp_path / "run.yaml"
+    model = str(policy_with_own_code)
+    run = RunConfig(model=model, split="all", M=2, eval_problems=2, trust_remote_code=trusted)
+    run.to_yaml(cfg)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ISOLAB_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    args = [command, str(cfg)] + (["--tracking-uri", uri] if command == "train" else [])
+    # in this process, stdin answering "y" to every question transformers could ask
+    res = CliRunner().invoke(app, args, input="y\n" * 100)
+    out = " ".join(res.output.split())
+    assert not _ran(tmp_path), res.output
+    assert res.exit_code == 2, res.output
+    assert says in out
+    assert model in out
+    _no_runs(uri)
+
+
+@pytest.mark.parametrize(
+    ("override", "says"),
+    [
+        ("top_p=-5", "extra.grpo.top_p"),  # TRL passes it on: refused at the first rollout
+        ("auto_find_batch_size=true", "auto_find_batch_size"),  # GRPOConfig refuses it
+    ],
+)
+def test_grpo_settings_trl_refuses_leave_no_run(
+    tmp_path, monkeypatch, isolab_cache, override, says
+):
+    monkeypatch.chdir(tmp_path)
+    cfg = tmp_path / "run.yaml"
+    RunConfig(M=2, eval_problems=2).to_yaml(cfg)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = ["train", str(cfg), "--set", f"extra.grpo.{override}", "--tracking-uri", uri]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2, res.output
+    assert says in " ".join(res.output.split())
+    _no_runs(uri)
+
+
+def test_a_chat_task_on_a_model_without_a_chat_template_leaves_no_run(
+    tmp_path, monkeypatch, isolab_cache
+):
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "no-template"  # tiny-m as a folder: a chat task, no template
+    shutil.copytree(presets_dir() / "tiny-m", folder)
+    cfg = tmp_path / "run.yaml"
+    RunConfig(model=str(folder), split="all", M=2, eval_problems=2).to_yaml(cfg)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    res = CliRunner().invoke(app, ["train", str(cfg), "--tracking-uri", uri])
+    assert res.exit_code == 2, res.output
+    assert "chat template" in " ".join(res.output.split())
+    _no_runs(uri)
 
 
 @pytest.mark.parametrize(

@@ -303,10 +303,11 @@ def _train(spec: RewardModelSpec):
     torch.manual_seed(spec.seed)
     base = weights.build(spec.base)
     tok = build_char_tokenizer()
+    own = {"trust_remote_code": False}  # isolab's own tiny-m: no code of its own to run
     model = LlamaForTokenClassification.from_pretrained(
-        base, num_labels=len(tok), attn_implementation="eager"
+        base, num_labels=len(tok), attn_implementation="eager", **own
     )
-    policy = LlamaForCausalLM.from_pretrained(base)
+    policy = LlamaForCausalLM.from_pretrained(base, **own)
     with torch.no_grad():  # start the head from the policy's next-token beliefs
         model.score.weight.copy_(policy.lm_head.weight)
     del policy
@@ -400,9 +401,11 @@ def load(name: str, kind: str, trust_remote_code: bool = False):
         spec = REWARD_MODEL_PRESETS[name]
         if spec.kind != kind:
             raise ValueError(f"reward model {name!r} is an {spec.kind.upper()}, not an {kind}.")
-        path = build(name)
-        model = AutoModelForTokenClassification.from_pretrained(path, attn_implementation="eager")
-        return model.eval(), AutoTokenizer.from_pretrained(path)
+        path = build(name)  # isolab's own: no code of its own to run
+        model = AutoModelForTokenClassification.from_pretrained(
+            path, attn_implementation="eager", trust_remote_code=False
+        )
+        return model.eval(), AutoTokenizer.from_pretrained(path, trust_remote_code=False)
     cuda = torch.cuda.is_available()
     kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
     if cuda:
@@ -549,16 +552,9 @@ def _tiny_config(preset: str):
     return config
 
 
-_REMOTE_CODE = (
-    "reward model {name!r} ships its own Python code, which isolab runs only when you say so: "
-    "set `trust_remote_code: true` in the run config if you trust its source (nothing was run)."
-)
-
-
 def _refuse_remote_code(err: ValueError, name: str) -> None:
     """transformers' "needs trust_remote_code" refusal, as isolab's message (nothing ran)."""
-    if "trust_remote_code" in str(err):
-        raise RuntimeError(_REMOTE_CODE.format(name=name)) from None
+    weights.refuse_remote_code(err, weights.REMOTE_CODE.format(what="reward model", name=name))
 
 
 def _from_hub(load, model_id: str, what: str):

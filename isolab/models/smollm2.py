@@ -118,8 +118,10 @@ def _convert(gguf: Path, dest: Path) -> dict:
 
     log.info("converting %s to safetensors (about 30 s, once)", gguf)
     t0 = time.perf_counter()
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    # the GGUF sits in a Python package's folder: none of the code there is the model's
+    source = {"gguf_file": gguf.name, "trust_remote_code": False}
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, **source)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, **source)
     # A model loaded from GGUF keeps a `quantization_config` and refuses `save_pretrained`,
     # although its weights are already dequantized: rebuild it from a clean config.
     config = loaded.config.to_dict()

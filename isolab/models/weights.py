@@ -290,20 +290,48 @@ def check_source(name: str, field: str = "model") -> None:
     )
 
 
-def load(name: str, dtype: torch.dtype | None = None):
-    """(model, tokenizer) for a preset (built on first use), a local folder or a hub id."""
+#: isolab's words for transformers' refusal to run a model's own code (`trust_remote_code`).
+REMOTE_CODE = (
+    "{what} {name!r} ships its own Python code, which isolab runs only when you say so: "
+    "set `trust_remote_code: true` in the run config if you trust its source (nothing was run)."
+)
+
+
+def refuse_remote_code(err: ValueError, message: str) -> None:
+    """Raise `message` for transformers' "pass trust_remote_code=True", which it raises before
+    importing any module of a model's own (the `auto_map` of its config.json); any other
+    ValueError is left to the caller.
+
+    Every load passes `trust_remote_code` explicitly: left unset, transformers asks on stdin
+    instead, and a piped "y" runs the code."""
+    if "trust_remote_code" in str(err):
+        raise ValueError(message) from None
+
+
+def load(name: str, dtype: torch.dtype | None = None, trust_remote_code: bool = False):
+    """(model, tokenizer) for a preset (built on first use), a local folder or a hub id. A model
+    that ships its own code loads only with `trust_remote_code` (`RunConfig.trust_remote_code`)."""
+    from isolab.logs import without_sklearn
+
+    without_sklearn()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     check_source(name)
     path = build(name) if name in TINY_PRESETS or name in REAL_PRESETS else name
-    tok = AutoTokenizer.from_pretrained(path)
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    tok.padding_side = "left"
     kwargs = {"attn_implementation": "eager"} if name in TINY_PRESETS else {}
     if dtype is not None:
         kwargs["dtype"] = dtype
-    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    try:
+        tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(
+            path, trust_remote_code=trust_remote_code, **kwargs
+        )
+    except ValueError as err:
+        refuse_remote_code(err, REMOTE_CODE.format(what="model", name=name))
+        raise
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tok.pad_token_id
     return model, tok

@@ -112,12 +112,14 @@ def label(
     seed: int = 0,
     temperature: float = 1.0,
     data_dir: str | None = None,
+    trust_remote_code: bool = False,
 ) -> Splits:
-    """Sample `k` completions per pool problem with the base model and cut the splits."""
+    """Sample `k` completions per pool problem with the base model and cut the splits (a model
+    that ships its own code runs only with `trust_remote_code`)."""
     _check_fraction(val_fraction)
     task = task_for(model_name, task_name)
     problems = task.problems(split="train", data_dir=data_dir, limit=pool_size, seed=seed)
-    model, tok = models.load(model_name)
+    model, tok = models.load(model_name, trust_remote_code=trust_remote_code)
     result = sample_and_grade(
         model,
         tok,
@@ -231,6 +233,7 @@ def load_or_label(
     seed: int = 0,
     data_dir: str | None = None,
     force: bool = False,
+    trust_remote_code: bool = False,
     **kwargs,
 ) -> Splits:
     """Splits for (model, task, pool, seed): cached, else shipped, else labelled by sampling.
@@ -261,7 +264,13 @@ def load_or_label(
     if splits is None:
         log.info("labelling difficulty of %d %s problems with %s", pool_size, task_name, model_name)
         splits = label(
-            model_name, task_name, pool_size=pool_size, seed=seed, data_dir=data_dir, **kwargs
+            model_name,
+            task_name,
+            pool_size=pool_size,
+            seed=seed,
+            data_dir=data_dir,
+            trust_remote_code=trust_remote_code,
+            **kwargs,
         )
     splits.save(path)
     return splits

@@ -3,6 +3,9 @@
 Expected lengths come from the task: the mean tokenized prompt of a sample of problems, and
 for completions the raw arithmetic target (answer digits + EOS) or, for chat tasks, the cap
 `max_completion_tokens` (an upper bound: instruct LMs usually stop earlier).
+
+Planning reads a model's config and tokenizer, never its weights, and never runs code a model
+ships, whatever `trust_remote_code` says: that opt-in is for training.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from isolab import models
 from isolab.compute.flops import LoraSpec
 from isolab.compute.ledger import plan_run
 from isolab.config import RunConfig
+from isolab.models.weights import refuse_remote_code
 from isolab.rl import engines
 from isolab.tasks import arithmetic
 from isolab.tasks.base import as_text
@@ -37,11 +41,27 @@ def _read_config(name: str):
     from it, and reading SmolLM2's from its GGUF takes seconds (36 points: 215 s uncached)."""
     from transformers import AutoConfig
 
+    return _read(AutoConfig.from_pretrained, name, "config")
+
+
+#: Why planning refused a model that ships its own code, and what to plan instead.
+PLAN_REMOTE_CODE = (
+    "model: {name} ships its own code (auto_map); isolab flops never runs it (nor does a "
+    "sweep's planning), whatever trust_remote_code says: plan the same architecture from a copy "
+    "of the folder without auto_map, whose config.json names a model_type transformers knows."
+)
+
+
+def _read(from_pretrained, name: str, what: str):
+    """A model's config or tokenizer (`what`), read without running any code the model ships."""
     path, kwargs = _pretrained_source(name)
     try:
-        return AutoConfig.from_pretrained(path, **kwargs)
+        return from_pretrained(path, trust_remote_code=False, **kwargs)
+    except ValueError as err:
+        refuse_remote_code(err, PLAN_REMOTE_CODE.format(name=name))
+        raise
     except OSError as err:  # not on the hub, or no such file in the folder
-        raise ValueError(f"model: cannot read the config of {name!r}: {err}") from err
+        raise ValueError(f"model: cannot read the {what} of {name!r}: {err}") from err
 
 
 def _pretrained_source(name: str) -> tuple:
@@ -72,11 +92,7 @@ def expected_lengths(
 
     from isolab.tasks import get_task
 
-    path, kwargs = _pretrained_source(model)
-    try:
-        tok = AutoTokenizer.from_pretrained(path, **kwargs)
-    except OSError as err:
-        raise ValueError(f"model: cannot read the tokenizer of {model!r}: {err}") from err
+    tok = _read(AutoTokenizer.from_pretrained, model, "tokenizer")
     t = get_task(task, "chat")
     try:
         sample = t.problems(split="train", limit=200, data_dir=data_dir)

@@ -63,7 +63,9 @@ def grpo_args(
     max_positions: int | None = None,
 ):
     """The `GRPOConfig` of a run: the mapping from isolab's names to TRL's. vLLM's context is
-    the longest prompt plus the completion cap, within the model's positions."""
+    the longest prompt plus the completion cap, within the model's positions. TRL loads the
+    reference model and vLLM its copy of the policy itself, trusting the model's own code as
+    the run config says (`trust_remote_code`)."""
     from trl import GRPOConfig
 
     cuda = torch.cuda.is_available()
@@ -101,6 +103,7 @@ def grpo_args(
         **generation,
         dataloader_num_workers=0,
         log_completions=False,
+        trust_remote_code=cfg.trust_remote_code,
         **cfg.extra.get("grpo", {}),
     )
 
@@ -251,8 +254,12 @@ def _eval_flops(ledger: FlopLedger) -> float:
 
 
 def prepare(cfg: RunConfig):
-    """Model, tokenizer, task, splits: everything a run needs before it can be logged."""
+    """Model, tokenizer, task, splits: everything a run needs before it can be logged.
+
+    A model that ships its own code loads only with `cfg.trust_remote_code`; a chat task needs
+    a model with a chat template. Both are refused here, before the run exists."""
     model_name = cfg.model
+    trust = cfg.trust_remote_code
     task = difficulty.task_for(model_name, cfg.task)
     if cfg.split == "all":
         train_problems, val_problems = difficulty.unlabelled(
@@ -260,7 +267,7 @@ def prepare(cfg: RunConfig):
         )
     else:
         splits = difficulty.load_or_label(
-            model_name, cfg.task, pool_size=cfg.pool_size, data_dir=cfg.data_dir
+            model_name, cfg.task, cfg.pool_size, data_dir=cfg.data_dir, trust_remote_code=trust
         )
         train_problems = splits.train(cfg.split)
         val_problems = splits.val(cfg.split)
@@ -276,7 +283,13 @@ def prepare(cfg: RunConfig):
         raise ValueError(
             f"split {cfg.split!r} has no validation problems: raise pool_size (now {cfg.pool_size})."
         )
-    model, tok = models.load(model_name)
+    model, tok = models.load(model_name, trust_remote_code=trust)
+    if task.style == "chat" and tok.chat_template is None:
+        raise ValueError(
+            f"model: {model_name} has no chat template, but task {cfg.task!r} prompts every "
+            "model but the tiny presets with chat messages: give an instruct model (a "
+            "chat_template in its tokenizer_config.json, or a chat_template.jinja)."
+        )
     return model, tok, task, train_problems, val_problems
 
 
@@ -313,6 +326,15 @@ def train(
     if vllm_on_cpu:  # refused before the run exists; kernels that keep the weights (vllm_cpu)
         vllm_cpu.check_head_size(model.config, cfg.model)
         vllm_cpu.keep_weights()
+    out_dir = tempfile.TemporaryDirectory(prefix="isolab-trl-")  # the trainer's files
+    # TRL checks its settings (`extra.grpo`) as they are built: one it refuses leaves no run
+    args = grpo_args(
+        cfg,
+        out_dir.name,
+        max_new,
+        max_prompt_tokens(task, train_problems, tok),
+        getattr(model.config, "max_position_embeddings", None),
+    )
     logger = RunLogger(cfg.experiment, cfg.run_name, cfg.run_key, tracking_uri)
     status = "FAILED"
     state: dict[str, Any] = {}
@@ -342,21 +364,12 @@ def train(
         callback = make_callback(
             trainer_ref, cfg, evaluator, logger, ledger, max_new, state, on_step
         )
-        with (
-            tempfile.TemporaryDirectory(prefix="isolab-trl-") as out_dir,
-            warnings.catch_warnings(),
-        ):
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             trainer = make_trainer_class(engine == "vllm")(
                 model=model,
                 reward_funcs=[reward],
-                args=grpo_args(
-                    cfg,
-                    out_dir,
-                    max_new,
-                    max_prompt_tokens(task, train_problems, tok),
-                    getattr(model.config, "max_position_embeddings", None),
-                ),
+                args=args,
                 train_dataset=dataset,
                 processing_class=tok,
                 callbacks=[callback],
@@ -385,6 +398,7 @@ def train(
         raise
     finally:
         logger.end(status)
+        out_dir.cleanup()
     return RunResult(
         run_id=logger.run_id,
         run_key=cfg.run_key,
