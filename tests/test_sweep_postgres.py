@@ -95,7 +95,18 @@ def postgres_url() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def test_part_of_the_smoke_study_on_a_postgres_backed_server(isolab_cache, postgres_url, tmp_path):
+@pytest.fixture(scope="module")
+def server(
+    postgres_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Path]]:
+    """`mlflow server` on the PostgreSQL cluster, started once for this file's tests: (its
+    tracking URI, the folder its artifacts go to)."""
+    root = tmp_path_factory.mktemp("pg-server")
+    with mlflow_server(postgres_url, root / "artifacts", log_file=root / "server.log") as uri:
+        yield uri, root / "artifacts"
+
+
+def test_part_of_the_smoke_study_on_a_postgres_backed_server(isolab_cache, server, tmp_path):
     # Two of the smoke study's points (same configs, so the same run keys), the quickest ones.
     data = yaml.safe_load(SMOKE.read_text())
     data["axes"] = {"n": [8, 16], "B_p": [2]}
@@ -105,28 +116,44 @@ def test_part_of_the_smoke_study_on_a_postgres_backed_server(isolab_cache, postg
     part = plan_sweep(SweepSpec.from_yaml(spec_path))
     assert {p.run_key for p in part.points} <= smoke_keys
 
-    log = tmp_path / "mlflow-server.log"
     t0 = time.perf_counter()
-    with mlflow_server(postgres_url, tmp_path / "artifacts", log_file=log) as uri:
-        app = typer.Typer()
-        cli_sweep.register(app)
-        # inline: the store is the subject here, not the workers (whose start-up costs ~20 s)
-        args = ["sweep", "run", str(spec_path), "--backend", "inline", "--tracking-uri", uri]
-        result = CliRunner().invoke(app, args)
-        assert result.exit_code == 0, result.output + log.read_text()[-3000:]
-        assert "2 finished, 0 failed" in result.output
+    uri, artifacts_dir = server
+    app = typer.Typer()
+    cli_sweep.register(app)
+    # inline: the store is the subject here, not the workers (whose start-up costs ~20 s)
+    args = ["sweep", "run", str(spec_path), "--backend", "inline", "--tracking-uri", uri]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "2 finished, 0 failed" in result.output
 
-        runs = find_runs("smoke", uri)
-        assert sorted(r.data.tags[RUN_KEY_TAG] for r in runs) == sorted(
-            p.run_key for p in part.points
-        )
-        client = MlflowClient(uri)
-        for run in runs:
-            assert run.info.status == "FINISHED"
-            m = run.data.metrics
-            assert m["compute/rollouts"] == 128 and m["flops/total"] > 0
-            assert "eval/avg_at_4" in m and "reward" in m
-            artifacts = [a.path for a in client.list_artifacts(run.info.run_id, "eval")]
-            assert "eval/per_problem_counts.json" in artifacts
-    assert any((tmp_path / "artifacts").rglob("per_problem_counts.json"))
+    runs = find_runs("smoke", uri)
+    assert sorted(r.data.tags[RUN_KEY_TAG] for r in runs) == sorted(p.run_key for p in part.points)
+    client = MlflowClient(uri)
+    for run in runs:
+        assert run.info.status == "FINISHED"
+        m = run.data.metrics
+        assert m["compute/rollouts"] == 128 and m["flops/total"] > 0
+        assert "eval/avg_at_4" in m and "reward" in m
+        artifacts = [a.path for a in client.list_artifacts(run.info.run_id, "eval")]
+        assert "eval/per_problem_counts.json" in artifacts
+    assert any(artifacts_dir.rglob("per_problem_counts.json"))
     print(f"2 points on mlflow server + PostgreSQL: {time.perf_counter() - t0:.1f} s")
+
+
+def test_runners_with_their_own_runs_folders_lease_through_the_server(server, tmp_path):
+    """Two processes, each with its own ISOLAB_RUNS (as on two machines), lease one point
+    through one server at the same moment: one holds it. Its holder dies without letting go; the
+    lease is then stale and taken over. (Before leases lived in the store, each runner's lock
+    file sat in its own runs/, and both trained every point.)"""
+    from test_leases import LEASE_RACE, _leases_left, _race
+
+    from isolab.tracking import experiment_id, leases
+
+    uri, _ = server
+    experiment_id("leases", uri)
+    code = LEASE_RACE.replace("sys.argv[2]", repr(uri))
+    envs = [{"ISOLAB_RUNS": str(tmp_path / f"runner{i}")} for i in range(2)]
+    assert sorted(_race(tmp_path, code, envs)) == [False, True]
+    assert len(_leases_left(uri, "leases")) == 1  # the dead holder's
+    assert leases.take("leases", ["the-key"], uri) is not None
+    assert len(_leases_left(uri, "leases")) == 1  # mine; the stale one was ended

@@ -7,6 +7,9 @@ process, RUNNING with none (stale), or FAILED / KILLED; and the points still to 
   started before the run) → leave it to that process;
 - a RUNNING run with no live process (a killed runner, a lost machine) → mark it FAILED, redo;
 - FAILED / KILLED runs, or none → run.
+
+While a point trains, its run key is leased in the store (`lease`): of runners started together
+on one spec and store, one trains the point and the others skip it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from isolab.models import current_digest
 from isolab.sweep.plan import GridPoint, SweepPlan
@@ -26,44 +28,25 @@ from isolab.tracking import (
     client,
     experiment_id,
     find_runs,
+    leases,
     mark_failed,
     resolve_uri,
 )
+from isolab.tracking.leases import process_alive  # also `isolab.sweep.store.process_alive`
 
 log = logging.getLogger(__name__)
 
 
-def lease_dir(uri: str) -> Path:
-    """Where the points' leases live: beside a SQLite store, else in the project's runs/ (a
-    lease then holds between runners of this machine)."""
-    from isolab.paths import runs_dir
-
-    if uri.startswith("sqlite:///"):
-        return Path(uri.removeprefix("sqlite:///")).parent / ".leases"
-    return runs_dir() / ".leases"
-
-
 @contextlib.contextmanager
-def claim(run_key: str, experiment: str, uri: str) -> Iterator[bool]:
-    """The lease on one point while it runs: an exclusive lock on a file named by its run key.
-    Yields False when another runner holds it (that runner trains the point); the lock goes
-    with its process, so a killed runner leaves no stale lease."""
-    import fcntl
-
-    from isolab.paths import name_path
-
-    folder = lease_dir(uri) / name_path(experiment, "experiment")
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / f"{run_key}.lock", "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def lease(run_key: str, experiment: str, uri: str) -> Iterator[bool]:
+    """The lease on one point while it trains, held in the store itself
+    (`isolab.tracking.leases`), so that every runner of that store sees it, on this machine or
+    any other in front of one tracking server. Yields False when another live runner holds it
+    (that runner trains the point). Two runners never hold one point at once; a lease goes stale
+    with its process (this host's dead ones are ended by whoever finds them, other hosts' by
+    `pending(reclaim_remote=True)`)."""
+    with leases.lease(experiment, [run_key], uri, label=f"lease {run_key}") as held:
+        yield held
 
 
 def finished_elsewhere(run_key: str, experiment: str, model: str, uri: str) -> bool:
@@ -85,30 +68,6 @@ class StoreState:
     live: dict[str, str] = field(default_factory=dict)  # key → RUNNING run with a live process
     stale: dict[str, list[str]] = field(default_factory=dict)  # key → RUNNING, no process
     failed: dict[str, list[str]] = field(default_factory=dict)  # key → FAILED / KILLED runs
-
-
-def process_alive(pid: int, started_ms: int | None = None) -> bool:
-    """Whether `pid` runs on this host and is old enough to be the process that began a run."""
-    try:
-        import psutil
-    except ImportError:  # pragma: no cover - psutil comes with mlflow and ray
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return False
-        # A recycled pid belongs to a process that started after the run did.
-        return started_ms is None or proc.create_time() <= started_ms / 1000 + 1.0
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.AccessDenied:
-        return True
 
 
 def scan_store(
@@ -168,6 +127,9 @@ def pending(
     experiment_id(plan.spec.name, uri)
     state = scan_store(plan, uri, reclaim_remote)
     c = client(uri)
+    ended = leases.release_stale(plan.spec.name, uri, reclaim_remote)
+    if ended:
+        log.info("%d lease(s) of gone runners ended", ended)
     for key, run_ids in state.stale.items():
         for run_id in run_ids:
             log.info("run %s of %s was RUNNING with no live process: marked FAILED", run_id, key)

@@ -20,17 +20,18 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import polars as pl
 
 from isolab import tracking
 from isolab.config import param_types
 from isolab.paths import default_db, name_path
+from isolab.tracking import leases
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +69,8 @@ _MAX_METRICS, _MAX_PARAMS = 1000, 100
 
 def _client(tracking_uri: str | None, must_exist: bool) -> tuple[Any, str]:
     """MLflow client and URI (`isolab.tracking.resolve_uri`); a missing SQLite store is an error
-    when reading, rather than a new empty database."""
+    when reading, rather than a new empty database, and reading creates, migrates and locks
+    nothing (`isolab.tracking.store.readable`: a read-only store reads)."""
     from mlflow.tracking import MlflowClient
 
     if must_exist:
@@ -86,7 +88,8 @@ def _client(tracking_uri: str | None, must_exist: bool) -> tuple[Any, str]:
                 "MLFLOW_TRACKING_URI at the store, or pass a snapshot folder (with runs.parquet)."
             )
     uri = tracking.resolve_uri(tracking_uri)
-    return MlflowClient(tracking_uri=tracking.store.ready(uri)), uri
+    store = tracking.store.readable(uri) if must_exist else tracking.store.ready(uri)
+    return MlflowClient(tracking_uri=store), uri
 
 
 def is_snapshot(source: str | os.PathLike[str]) -> bool:
@@ -153,12 +156,12 @@ def _search_all_runs(client: Any, experiment_id: str) -> list[Any]:
 
 
 def _training_runs(client: Any, experiment_id: str, statuses: Sequence[str] | None) -> list:
-    """The experiment's training runs (not sweep parents or analysis runs) with a status in
-    `statuses` (None: any)."""
+    """The experiment's training runs (not sweep parents, analysis runs or leases) with a
+    status in `statuses` (None: any)."""
     return [
         r
         for r in _search_all_runs(client, experiment_id)
-        if r.data.tags.get(KIND_TAG) not in ("analysis", "sweep")
+        if r.data.tags.get(KIND_TAG) not in ("analysis", "sweep", leases.LEASE_KIND)
         and (statuses is None or r.info.status in statuses)
     ]
 
@@ -335,16 +338,26 @@ def export_runs(
 
     The JSON records the experiment, when, the isolab version, the counts and which columns are
     params and which metrics (what `import_runs` needs). Returns the folder.
+
+    Each file is written whole or not at all (`_write_whole`), and never through a symbolic
+    link: a folder or file of the snapshot that is a link is a ValueError, before anything is
+    written.
     """
     from isolab import __version__
 
     if df.height == 0:
         raise ValueError("the runs table is empty: nothing to export")
     dest = Path(dest)
+    for path in (dest, *(dest / name for name in (SNAPSHOT_FILE, HISTORY_FILE, SNAPSHOT_META))):
+        if path.is_symlink():  # it may lead out of the folder, onto a store or a config
+            raise ValueError(
+                f"{path} is a symbolic link (to {os.readlink(path)}): an export never writes "
+                "through one. Remove the link, or export to another folder."
+            )
     dest.mkdir(parents=True, exist_ok=True)
-    df.write_parquet(dest / SNAPSHOT_FILE, compression="zstd")
+    _write_whole(dest / SNAPSHOT_FILE, lambda f: df.write_parquet(f, compression="zstd"))
     if history is not None and history.height:
-        history.write_parquet(dest / HISTORY_FILE, compression="zstd")
+        _write_whole(dest / HISTORY_FILE, lambda f: history.write_parquet(f, compression="zstd"))
     if experiment is None and "experiment" in df.columns:
         experiment = str(df["experiment"][0])
     key = "run_key" if "run_key" in df.columns else "run_id"
@@ -359,8 +372,27 @@ def export_runs(
         "base_digests": base_digests(df),
         **(extra_meta or {}),
     }
-    (dest / SNAPSHOT_META).write_text(json.dumps(meta, indent=2) + "\n")
+    text = json.dumps(meta, indent=2) + "\n"
+    _write_whole(dest / SNAPSHOT_META, lambda f: f.write(text.encode()))
     return dest
+
+
+def _write_whole(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Write `path` whole or not at all: `write` fills a new file beside it, which then replaces
+    `path` (`os.replace`: a crash or a full disk leaves the previous file, not half of one). The
+    new file is created exclusively, so it is never a link, and a link at `path` is replaced,
+    not written through."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            write(file)
+            file.flush()
+            os.fsync(file.fileno())  # on disk before the rename makes it the snapshot
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def base_digests(df: pl.DataFrame) -> dict[str, list[str]]:
@@ -424,6 +456,11 @@ def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
         yield items[i : i + size]
 
 
+#: How long an import waits for another writer holding some of its run keys (another import,
+#: a sweep training one of them) to let go.
+IMPORT_WAIT_S = 600.0
+
+
 def import_runs(
     snapshot: str | os.PathLike[str],
     *,
@@ -435,10 +472,18 @@ def import_runs(
     ``history.parquet`` when the snapshot has one, TRL's curves included), its per-problem
     counts, and its real start and end times.
 
-    All or nothing: the snapshot is read and checked whole before anything is created, and the
-    runs of a failed import are deleted. Idempotent: a run key already FINISHED in the
-    experiment is skipped. The experiment defaults to the snapshot's. Returns (experiment name,
-    runs imported, runs skipped).
+    All or nothing: the snapshot is read and checked whole, against MLflow's limits on names
+    and values too, before anything is written; a store fault midway (a full disk, a lost
+    server) ends and deletes every run the import created, the one being written included, and
+    the sweep parent it made. Exactly once: the run keys it writes are leased in the store for
+    the whole import (`isolab.tracking.leases`), so a concurrent import of the same runs, or a
+    sweep training one of them, waits for the other writer and then finds its runs there; a
+    run key already FINISHED in the experiment is skipped. The experiment defaults to the
+    snapshot's. Returns (experiment name, runs imported, runs skipped).
+
+    Raises:
+        ValueError naming the file, column or value to fix (nothing is written);
+        TimeoutError when another writer holds the run keys for over `IMPORT_WAIT_S`.
     """
     path = Path(snapshot)
     if not is_snapshot(path):
@@ -446,31 +491,71 @@ def import_runs(
     plans, name = _import_plan(path, experiment)
     client, uri = _client(tracking_uri, must_exist=False)
     exp_id = tracking.experiment_id(name, uri)
+    todo = _not_there(client, exp_id, plans)
+    if todo:
+        keys = [p["run_key"] for p in todo]
+        label = f"lease: import of {path.name}"
+        with leases.lease(name, keys, uri, wait_s=IMPORT_WAIT_S, label=label) as held:
+            if not held:
+                raise TimeoutError(
+                    f"another writer (an import, or a sweep training them) has held run keys "
+                    f"of {path.name} in {name!r} for over {IMPORT_WAIT_S:.0f} s: nothing was "
+                    "imported. Import again when it ends; if its process is gone on another "
+                    "machine, `isolab sweep run <spec> --reclaim-remote` ends its lease."
+                )
+            todo = _not_there(client, exp_id, todo)  # what that writer wrote meanwhile
+            if todo:
+                _import_all(client, exp_id, name, uri, path, todo)
+    skipped = len(plans) - len(todo)
+    logger.info("imported %d run(s) into %r, skipped %d already there", len(todo), name, skipped)
+    return name, len(todo), skipped
+
+
+def _not_there(client: Any, exp_id: str, plans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The planned runs the experiment lacks: no FINISHED run of the key, nor one with the
+    planned status."""
     existing = {
         (r.data.tags.get(tracking.RUN_KEY_TAG), r.info.status)
         for r in _search_all_runs(client, exp_id)
     }
-    todo = [
+    return [
         p
         for p in plans
         if (p["run_key"], p["status"]) not in existing
         and (p["run_key"], "FINISHED") not in existing
     ]
-    if not todo:
-        return name, 0, len(plans)
+
+
+def _import_all(
+    client: Any, exp_id: str, name: str, uri: str, path: Path, todo: list[dict[str, Any]]
+) -> None:
+    """Write the planned runs under the sweep's parent run; on any fault, end and delete every
+    run written so far and the parent if an import made it and nothing else is under it."""
     parent = tracking.sweep_parent(name, name, uri, **{"isolab.imported_from": path.name})
     created: list[str] = []
     try:
         for plan in todo:
-            created.append(_import_run(client, exp_id, parent, plan))
+            _import_run(client, exp_id, parent, plan, created)
     except BaseException:
-        for run_id in created:  # all or nothing
-            with contextlib.suppress(Exception):
-                client.delete_run(run_id)
+        _undo(client, exp_id, parent, created)
         raise
-    skipped = len(plans) - len(todo)
-    logger.info("imported %d run(s) into %r, skipped %d already there", len(todo), name, skipped)
-    return name, len(todo), skipped
+
+
+def _undo(client: Any, exp_id: str, parent: str, created: list[str]) -> None:
+    """End (KILLED: nothing left RUNNING for a sweep to take as live) and delete `created`; then
+    the parent, when an import made it and no run is under it. Best effort: the store may be
+    what failed."""
+    for run_id in created:
+        with contextlib.suppress(Exception):
+            client.set_terminated(run_id, status="KILLED")
+        with contextlib.suppress(Exception):
+            client.delete_run(run_id)
+    with contextlib.suppress(Exception):
+        children = client.search_runs(
+            [exp_id], f"tags.`{tracking.PARENT_TAG}` = '{parent}'", max_results=1
+        )
+        if not children and "isolab.imported_from" in client.get_run(parent).data.tags:
+            client.delete_run(parent)
 
 
 def _import_plan(path: Path, experiment: str | None) -> tuple[list[dict[str, Any]], str]:
@@ -497,6 +582,11 @@ def _import_plan(path: Path, experiment: str | None) -> tuple[list[dict[str, Any
     params = [c for c in meta.get("params", _param_columns(df)) if c in df.columns]
     metrics = [c for c in df.columns if c.startswith(METRIC_PREFIXES)]
     key = "run_key" if "run_key" in df.columns else "run_id"
+    if key not in df.columns or df[key].null_count() or (df[key].cast(pl.Utf8) == "").any():
+        raise ValueError(
+            f"{path / SNAPSHOT_FILE}: every row needs a run_key (or run_id) naming its run; "
+            "export the snapshot again with `isolab runs export`"
+        )
     now = int(time.time() * 1000)
     plans = []
     for (run_key,), grp in df.group_by([key], maintain_order=True):
@@ -543,7 +633,7 @@ def _import_plan(path: Path, experiment: str | None) -> tuple[list[dict[str, Any
         plans.append(
             {
                 "run_key": str(run_key),
-                "run_name": first.get("run_name") or str(run_key),
+                "run_name": str(first.get("run_name") or run_key),
                 "status": status,
                 "start_time": _ms(first.get("start_time")) or min(stamps),
                 "end_time": _ms(first.get("end_time")) or max(stamps),
@@ -554,25 +644,115 @@ def _import_plan(path: Path, experiment: str | None) -> tuple[list[dict[str, Any
                 "counts": counts,
             }
         )
+    _check_names(path, params, metrics, history)
+    _check_values(path, name, plans)
     return plans, name
+
+
+#: MLflow's runs.name column is VARCHAR(250) (`mlflow.store.tracking.dbmodels.models.SqlRun`):
+#: SQLite ignores the size, PostgreSQL and MySQL refuse a longer name.
+MAX_RUN_NAME_LENGTH = 250
+
+
+def _short(text: str, keep: int = 60) -> str:
+    """`text` quoted, cut to `keep` characters (a 300-character name in a message)."""
+    return repr(text) if len(text) <= keep else f"{text[:keep]!r}…"
+
+
+def _check_names(
+    path: Path, params: list[str], metrics: list[str], history: pl.DataFrame | None
+) -> None:
+    """ValueError naming the column whose name MLflow would refuse midway through an import:
+    over its `MAX_ENTITY_KEY_LENGTH`, or with characters it rejects (its own check)."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.validation import (
+        MAX_ENTITY_KEY_LENGTH,
+        _validate_metric_name,
+        _validate_param_name,
+    )
+
+    file = path / SNAPSHOT_FILE
+    named = [(file, "param", c, c, _validate_param_name) for c in params]
+    if history is not None:  # the metrics an import writes come from the history then
+        keys = history["key"].drop_nulls().unique(maintain_order=True).to_list()
+        named += [(path / HISTORY_FILE, "metric", str(k), str(k), None) for k in keys]
+    else:
+        named += [(file, "metric column", c, c, None) for c in metrics]
+    for where, kind, column, key, check in named:
+        key = key if check else tracking.mlflow_key(key)
+        if len(key) > MAX_ENTITY_KEY_LENGTH:
+            raise ValueError(
+                f"{where}: {kind} {_short(column)} has a name of {len(key)} characters; MLflow "
+                f"takes names of at most {MAX_ENTITY_KEY_LENGTH}: rename or drop it"
+            )
+        try:
+            (check or _validate_metric_name)(key)
+        except MlflowException as exc:
+            raise ValueError(f"{where}: {kind} {_short(column)}: {exc.message}") from None
+
+
+def _check_values(path: Path, name: str, plans: list[dict[str, Any]]) -> None:
+    """ValueError naming the value MLflow would refuse (or cut) midway through an import: a
+    param value over `MAX_PARAM_VAL_LENGTH`, a tag (run key, base digest) over
+    `MAX_TAG_VAL_LENGTH`, a run name over `MAX_RUN_NAME_LENGTH`, an experiment name over
+    `MAX_EXPERIMENT_NAME_LENGTH`, a negative metric timestamp."""
+    from mlflow.utils.validation import (
+        MAX_EXPERIMENT_NAME_LENGTH,
+        MAX_PARAM_VAL_LENGTH,
+        MAX_TAG_VAL_LENGTH,
+    )
+
+    if len(name) > MAX_EXPERIMENT_NAME_LENGTH:
+        raise ValueError(
+            f"experiment name {_short(name)} has {len(name)} characters; MLflow takes at most "
+            f"{MAX_EXPERIMENT_NAME_LENGTH}: pass a shorter --experiment"
+        )
+    for plan in plans:
+        where = f"{path / SNAPSHOT_FILE}, run {_short(plan['run_key'])}"
+        for p in plan["params"]:
+            if len(p.value) > MAX_PARAM_VAL_LENGTH:
+                raise ValueError(
+                    f"{where}: the value of param {_short(p.key)} has {len(p.value)} "
+                    f"characters; MLflow keeps at most {MAX_PARAM_VAL_LENGTH} (it would cut it)"
+                )
+        for tag, value in plan["tags"].items():
+            if len(value) > MAX_TAG_VAL_LENGTH:
+                raise ValueError(
+                    f"{where}: its {tag} has {len(value)} characters; MLflow takes tag values "
+                    f"of at most {MAX_TAG_VAL_LENGTH}"
+                )
+        if len(plan["run_name"]) > MAX_RUN_NAME_LENGTH:
+            raise ValueError(
+                f"{where}: its run_name has {len(plan['run_name'])} characters; MLflow stores "
+                f"run names of at most {MAX_RUN_NAME_LENGTH}"
+            )
+        if any(m.timestamp < 0 for m in plan["metrics"]):
+            raise ValueError(f"{where}: a metric timestamp is negative; MLflow refuses it")
 
 
 def _ms(value: Any) -> int | None:
     return int(value) if value is not None and value == value else None
 
 
-def _import_run(client: Any, exp_id: str, parent: str, plan: dict[str, Any]) -> str:
-    """One planned run into the store; returns its id."""
+def _import_run(
+    client: Any, exp_id: str, parent: str, plan: dict[str, Any], created: list[str]
+) -> str:
+    """One planned run into the store; its id goes into `created` as soon as it exists (a
+    fault while it is written must delete it too). Returns its id."""
     from mlflow.entities import RunTag
 
     from isolab import __version__
 
-    tags = {**plan["tags"], tracking.PARENT_TAG: parent}
+    # the importing process, as on training runs: a run that a killed import leaves RUNNING is
+    # then stale to the next sweep on this host (`isolab.sweep.store`), not "running elsewhere"
+    holder = {"isolab.host": os.uname().nodename, "isolab.pid": str(os.getpid())}
+    tags = {**plan["tags"], **holder, tracking.PARENT_TAG: parent}
     tags.setdefault("isolab.version", __version__)
     run = client.create_run(
         exp_id, run_name=plan["run_name"], start_time=plan["start_time"], tags=tags
     )
     rid = run.info.run_id
+    created.append(rid)
     # as few transactions as MLflow's batch limits allow: SQLite commits dominate the cost
     p_chunks = list(_chunks(plan["params"], _MAX_PARAMS)) or [[]]
     m_chunks = list(_chunks(plan["metrics"], _MAX_METRICS)) or [[]]

@@ -13,10 +13,15 @@ import contextlib
 import functools
 import logging
 import os
+import signal
 import subprocess
+import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import unquote, urlparse
 
 import mlflow
 from mlflow.entities import Metric, Param, RunStatus, RunTag
@@ -41,6 +46,72 @@ PARENT_ENV = "ISOLAB_PARENT_RUN_ID"
 #: MLflow 3 opens an experiment on the page its kind asks for: these are model training runs
 #: (the runs table), not GenAI traces.
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+#: How long a process waits for the lock beside a SQLite store (`_store_lock`) before it says
+#: who holds it; MLflow itself waits 20 s (SQLite's busy timeout) for the database's own lock.
+LOCK_WAIT_S = 60.0
+
+
+def _not_a_lock(record: logging.LogRecord) -> bool:
+    """Drop MLflow's ERROR traceback of SQLite's `database is locked`: the MlflowException it
+    raises says the same, and isolab's command line turns it into a sentence (`StoreBusy`)."""
+    return "database is locked" not in record.getMessage()
+
+
+logging.getLogger("mlflow.store.db.utils").addFilter(_not_a_lock)
+
+
+class StoreBusy(Exception):
+    """Another process holds a SQLite store's lock for longer than isolab waits (not a
+    RuntimeError: callers that turn those into "bad input" must let this one through)."""
+
+
+_Fn = TypeVar("_Fn", bound=Callable[..., Any])
+
+
+@contextlib.contextmanager
+def interrupts_deferred():
+    """Hold SIGINT and SIGTERM while a store write is in flight, and deliver them after it.
+
+    A KeyboardInterrupt raised inside SQLAlchemy (a commit, a connection going back to its
+    pool) can leave this process's connection in an open write transaction: the status write
+    that ends the run KILLED then waits on the process's own lock, and the run stays RUNNING
+    (1 in 8 Ctrl-C of `isolab train` during `log_params`: 188 s, exit 1). A write is short, so
+    the signal waits for it; the previous handler then gets it as it would have. Only the main
+    thread can set handlers: elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[tuple[int, Any]] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        caught.append((signum, frame))
+
+    previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if caught:
+            signum, frame = caught[0]
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, frame)
+            elif handler != signal.SIG_IGN:  # the default action: SIGINT raises, SIGTERM ends
+                if signum == signal.SIGINT:
+                    raise KeyboardInterrupt
+                os.kill(os.getpid(), signum)
+
+
+def _uninterrupted(fn: _Fn) -> _Fn:
+    """`fn` runs with `interrupts_deferred`: a store write is never cut in half."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with interrupts_deferred():
+            return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
 
 
 def resolve_uri(uri: str | None = None) -> str:
@@ -55,6 +126,14 @@ def resolve_uri(uri: str | None = None) -> str:
 
 
 _READY: set[str] = set()
+#: The SQLite stores this process opened, most recent last: a `database is locked` is about
+#: the last one.
+_OPENED: dict[str, None] = {}
+
+
+def _opened(uri: str) -> None:
+    _OPENED.pop(uri, None)
+    _OPENED[uri] = None
 
 
 def ready(uri: str) -> str:
@@ -62,6 +141,8 @@ def ready(uri: str) -> str:
     fresh store's schema on first use, and processes that open it at the same moment race
     (8 `isolab train` on a new store: 7 failed with `duplicate column name`). Servers migrate
     their own store."""
+    if uri.startswith("sqlite:///"):
+        _opened(uri)
     if uri in _READY or not uri.startswith("sqlite:///"):
         return uri
     Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
@@ -69,6 +150,92 @@ def ready(uri: str) -> str:
         MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
     _READY.add(uri)
     return uri
+
+
+def readable(uri: str) -> str:
+    """`uri` checked for reading only: nothing is created, migrated or locked, so that a store
+    in a folder this process cannot write (an archive, a colleague's runs) reads. A SQLite file
+    that MLflow would make into a store, or migrate, on first use is refused instead: empty,
+    not a database, or lacking a table of this MLflow's schema (MLflow's own test,
+    `mlflow.store.db.utils._all_tables_exist`). Servers are read as they are.
+
+    Raises:
+        ValueError naming the file and the fix.
+    """
+    if not uri.startswith("sqlite:///"):
+        return uri
+    _opened(uri)
+    import sqlite3
+    from urllib.parse import quote
+
+    import mlflow.store.db.utils  # noqa: F401 - registers every table of the schema in Base
+    from mlflow.store.db.base_sql_model import Base
+
+    db = Path(uri.removeprefix("sqlite:///"))
+    fix = "point --tracking-uri (or MLFLOW_TRACKING_URI) at the mlflow.db of an MLflow store"
+    if db.is_file() and db.stat().st_size == 0:
+        raise ValueError(
+            f"{db} is empty: not an MLflow store; {fix}, or delete the empty file (a sweep "
+            "then starts a new store there)."
+        )
+    try:  # read-only: the check itself writes nothing, not even a journal
+        with contextlib.closing(
+            sqlite3.connect(f"file:{quote(str(db.resolve()))}?mode=ro", uri=True)
+        ) as con:
+            rows = con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            tables = {name for (name,) in rows}
+    except sqlite3.Error as exc:
+        if "locked" in str(exc):  # a writer holds it: busy, not broken
+            raise StoreBusy(_locked_message(db)) from None
+        raise ValueError(f"{db} is not an MLflow store ({exc}); {fix}.") from None
+    if "experiments" not in tables:
+        raise ValueError(f"{db} is not an MLflow store (it has no experiments table); {fix}.")
+    missing = sorted(set(Base.metadata.tables) - tables)
+    if missing:
+        raise ValueError(
+            f"{db} is an MLflow store of an older schema (no table {', '.join(missing[:3])}): "
+            f"MLflow would migrate it on first use, and reading changes nothing; back it up "
+            f"and run `mlflow db upgrade {uri}`, or read it with the MLflow that wrote it."
+        )
+    return uri
+
+
+def artifacts_problem(uri: str, experiment: str) -> str | None:
+    """Why the artifacts of `experiment` in a store with local artifacts could not be written
+    (a read-only folder, a file in the way), or None: checked before a run exists, so that a
+    run does not train fully and only then fail to save its files. Creates no folder."""
+    location = _artifact_location(uri, experiment)
+    if location is None:
+        return None
+    folder = location
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"the artifacts folder {location} cannot be made: {folder} is a file"
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        return f"the artifacts folder {folder} is not writable ({exc.strerror})"
+    return None
+
+
+def _artifact_location(uri: str, experiment: str) -> Path | None:
+    """The local folder the artifacts of `experiment` go to (None: not a local folder)."""
+    location = None
+    db = uri.removeprefix("sqlite:///")
+    if uri.startswith("sqlite:///") and Path(db).exists():
+        exp = client(uri).get_experiment_by_name(experiment)
+        location = exp.artifact_location if exp is not None else None
+    root = artifact_root(uri)
+    if location is None and root is not None:
+        location = f"{root}/{name_path(experiment, 'experiment').as_posix()}"
+    if location is None:
+        return None
+    parsed = urlparse(location)
+    if parsed.scheme not in ("", "file"):
+        return None
+    return Path(unquote(parsed.path))
 
 
 def artifact_root(uri: str) -> str | None:
@@ -90,12 +257,14 @@ def experiment_id(name: str, uri: str | None = None) -> str:
     exp = c.get_experiment_by_name(name)
     if exp is not None:
         if exp.tags.get("mlflow.experimentKind") is None:  # made before isolab tagged them
-            c.set_experiment_tag(exp.experiment_id, *next(iter(EXPERIMENT_KIND.items())))
+            with interrupts_deferred():
+                c.set_experiment_tag(exp.experiment_id, *next(iter(EXPERIMENT_KIND.items())))
         return exp.experiment_id
     root = artifact_root(uri)
     location = f"{root}/{name_path(name, 'experiment').as_posix()}" if root else None
     try:
-        return c.create_experiment(name, artifact_location=location, tags=EXPERIMENT_KIND)
+        with interrupts_deferred():
+            return c.create_experiment(name, artifact_location=location, tags=EXPERIMENT_KIND)
     except mlflow.exceptions.MlflowException:
         # Another worker created it between our lookup and create.
         exp = c.get_experiment_by_name(name)
@@ -134,10 +303,14 @@ def source_tags() -> dict[str, str]:
 
 class RunLogger:
     """One MLflow run: params and tags up front, metrics buffered, status set at the end. A
-    run created while `$ISOLAB_PARENT_RUN_ID` is set is that run's child (a sweep's point)."""
+    run created while `$ISOLAB_PARENT_RUN_ID` is set is that run's child (a sweep's point).
+    Every write holds Ctrl-C until it is done (`interrupts_deferred`)."""
 
     def __init__(self, experiment: str, run_name: str, run_key: str, uri: str | None = None):
         self.uri = resolve_uri(uri)
+        problem = artifacts_problem(self.uri, experiment)
+        if problem:
+            raise ValueError(f"{problem}: {ARTIFACTS_FIX}")
         self.client = client(self.uri)
         self.experiment_id = experiment_id(experiment, self.uri)
         tags = {
@@ -149,16 +322,19 @@ class RunLogger:
         }
         if os.environ.get(PARENT_ENV):
             tags[PARENT_TAG] = os.environ[PARENT_ENV]
-        run = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags)
+        with interrupts_deferred():
+            run = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags)
         self.run_id = run.info.run_id
         self._buffer: list[Metric] = []
         self._last_flush = time.monotonic()
 
+    @_uninterrupted
     def log_params(self, params: dict[str, Any]) -> None:
         items = [Param(k, _param_str(v)) for k, v in sorted(params.items())]
         for i in range(0, len(items), 100):
             self.client.log_batch(self.run_id, params=items[i : i + 100])
 
+    @_uninterrupted
     def set_tags(self, tags: dict[str, str]) -> None:
         self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
@@ -171,15 +347,18 @@ class RunLogger:
         if time.monotonic() - self._last_flush > FLUSH_EVERY_S:
             self.flush()
 
+    @_uninterrupted
     def flush(self) -> None:
         while self._buffer:
             chunk, self._buffer = self._buffer[:1000], self._buffer[1000:]
             self.client.log_batch(self.run_id, metrics=chunk)
         self._last_flush = time.monotonic()
 
+    @_uninterrupted
     def log_dict(self, data: Any, artifact_file: str) -> None:
         self.client.log_dict(self.run_id, data, artifact_file)
 
+    @_uninterrupted
     def log_split(self, name: str, context: str, ids: list[str], source: str) -> str:
         """A problem split as an MLflow dataset input (`log_input`): its name, a digest of its
         problem ids (equal digests, equal problems), its size and where it came from; the UI
@@ -210,9 +389,11 @@ class RunLogger:
                 time.sleep(0.1 * (attempt + 1))
         return digest
 
+    @_uninterrupted
     def log_figure(self, figure, artifact_file: str) -> None:
         self.client.log_figure(self.run_id, figure, artifact_file)
 
+    @_uninterrupted
     def end(self, status: str = "FINISHED") -> None:
         """Flush and close the run; status FINISHED, FAILED or KILLED. The status write is
         retried while the store is busy (`database is locked` under many writers): a run
@@ -262,6 +443,7 @@ def find_runs(experiment: str, uri: str | None = None, run_key: str | None = Non
     return [r for r in runs if KIND_TAG not in r.data.tags]
 
 
+@_uninterrupted
 def mark_failed(run_id: str, uri: str | None = None) -> None:
     client(uri).set_terminated(run_id, status=RunStatus.to_string(RunStatus.FAILED))
 
@@ -272,25 +454,109 @@ def sweep_parent(experiment: str, name: str, uri: str | None = None, **tags: str
     uri = resolve_uri(uri)
     c = client(uri)
     exp_id = experiment_id(experiment, uri)
-    with _store_lock(uri):  # two runners starting together make one parent, not two
+    with _store_lock(uri), interrupts_deferred():  # one parent of runners started together
         return _find_or_create_parent(c, exp_id, name, tags)
 
 
 @contextlib.contextmanager
-def _store_lock(uri: str):
-    """An exclusive lock beside a SQLite store (nothing for a server, which has its own)."""
+def _store_lock(uri: str, wait_s: float | None = None):
+    """An exclusive lock beside a SQLite store (nothing for a server, which has its own). The
+    holder writes its pid and command into the lock file, so that a process that waits
+    `wait_s` (`LOCK_WAIT_S`) in vain raises StoreBusy naming it."""
     if not uri.startswith("sqlite:///"):
         yield
         return
     import fcntl
 
+    wait_s = LOCK_WAIT_S if wait_s is None else wait_s
+
     db = Path(uri.removeprefix("sqlite:///"))
-    with open(db.parent / f".{db.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    path = db.parent / f".{db.name}.lock"
+    with open(path, "a+") as lock:  # not "w": that would erase the holder's name
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    lock.seek(0)
+                    holder = lock.read().strip() or "another process"
+                    raise StoreBusy(
+                        f"the store {db} is locked by {holder} (lock file {path}, waited "
+                        f"{wait_s:.0f} s): {BUSY_FIX}"
+                    ) from None
+                time.sleep(0.1)
+        lock.truncate(0)
+        lock.write(f"pid {os.getpid()} on {os.uname().nodename} ({_command(os.getpid())})\n")
+        lock.flush()
         try:
             yield
         finally:
+            lock.truncate(0)
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+#: What to do about a busy store, said by every message about one.
+BUSY_FIX = (
+    "retry when that process is done, or stop it; many writers at once want a tracking server "
+    "(`mlflow server`, --tracking-uri http://HOST:PORT)"
+)
+ARTIFACTS_FIX = (
+    "make it a folder you can write (chmod u+w), or keep the store where you can write "
+    "(--tracking-uri sqlite:///OTHER/mlflow.db)"
+)
+
+
+def busy_store_message(exc: BaseException) -> str | None:
+    """A sentence for a store another process keeps locked: `exc` is (or was caused by)
+    StoreBusy or SQLite's `database is locked` after MLflow's 20 s wait; None otherwise. Names
+    the processes that have the store's file open, where this machine lets us see them."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, StoreBusy):
+            return str(cause)
+        if "database is locked" in str(cause):
+            break
+        cause = cause.__cause__ or cause.__context__
+    else:
+        return None
+    last = next(reversed(_OPENED), None)
+    return _locked_message(Path(last.removeprefix("sqlite:///")) if last else None)
+
+
+def _locked_message(db: Path | None) -> str:
+    """The SQLite store `db` (None: not known) is locked: by whom, and what to do."""
+    holders = _holders(db) if db is not None else []
+    who = ", ".join(holders[:3]) if holders else "another process"
+    where = f"the store {db}" if db is not None else "the SQLite store"
+    return f"{where} is locked by {who} (SQLite's `database is locked`): {BUSY_FIX}"
+
+
+def _holders(db: Path) -> list[str]:
+    """The other processes of this machine that have `db` open (Linux's /proc; best effort)."""
+    target = str(db.resolve())
+    out = []
+    for fds in Path("/proc").glob("[0-9]*/fd"):
+        pid = int(fds.parent.name)
+        if pid == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            if any(os.readlink(fd) == target for fd in fds.iterdir()):
+                out.append(f"pid {pid} ({_command(pid)})")
+    return out
+
+
+def _command(pid: int) -> str:
+    """The command line of process `pid`, cut short."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "?"
+    text = raw.replace(b"\0", b" ").decode(errors="replace").strip()
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _find_or_create_parent(c: MlflowClient, exp_id: str, name: str, tags: dict) -> str:
