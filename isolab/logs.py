@@ -29,6 +29,23 @@ def quiet_libraries() -> None:
         hf_logging.disable_progress_bar()
 
 
+def without_sklearn() -> None:
+    """Keep transformers from importing scikit-learn: its generation code imports `roc_curve` at
+    import time whenever scikit-learn is installed (MLflow installs it), for assisted
+    generation's adaptive threshold, which isolab never uses. That import cost 5–6 s of CPU in
+    every process that loads a model (`isolab train`, a sweep worker, a notebook's kernel, a
+    test) on 2 cores. Call it before the first model class is imported; a no-op after."""
+    if "transformers.generation.candidate_generator" in sys.modules:
+        return
+    import transformers.utils as hf_utils
+
+    hf_utils.is_sklearn_available = _no_sklearn
+
+
+def _no_sklearn() -> bool:
+    return False
+
+
 def configure(level: str | None = None) -> None:
     """Logging for a command-line entry point: `$ISOLAB_LOG` (default WARNING), libraries quiet."""
     logging.basicConfig(level=level or os.environ.get("ISOLAB_LOG", "WARNING"))

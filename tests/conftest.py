@@ -51,6 +51,9 @@ def pytest_configure(config: pytest.Config) -> None:
         import torch
 
         torch.set_num_threads(1)
+        from isolab.logs import without_sklearn
+
+        without_sklearn()  # as isolab's own processes do: 5 s of CPU per worker
     elif config.getoption("numprocesses", default=None):
         # the controller of xdist workers: build once what they all read, before they start
         os.environ["ISOLAB_CACHE"] = str(_cache_root())

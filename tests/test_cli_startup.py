@@ -55,3 +55,22 @@ def test_the_size_guard_is_named_where_the_config_defines_it():
     from isolab.cli import sweep
 
     assert sweep.SIZE_GUARD_ENV == config.SIZE_GUARD_ENV
+
+
+def test_a_process_that_trains_does_not_import_scikit_learn(isolab_cache):
+    """transformers imports scikit-learn with its generation code when it is installed (MLflow
+    installs it), 5 s of CPU per process here; isolab's model loading and trainer import skip it
+    (`isolab.logs.without_sklearn`)."""
+    code = (
+        "import sys\n"
+        "from isolab import models\n"
+        "from isolab.rl import engines\n"
+        "models.load('tiny-m')\n"
+        "engines.grpo_trainer_class(with_vllm=False)\n"
+        "assert 'transformers.generation.utils' in sys.modules\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn')[:3])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True
+    )
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout

@@ -3,6 +3,8 @@ sweeps: tests/test_sweep_interrupts.py)."""
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import math
 import os
 import subprocess
@@ -10,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import typer
 import yaml
@@ -135,7 +138,7 @@ def _start(
 def test_two_runners_on_one_spec_and_store_split_the_work(
     isolab_cache, tracking_uri, tmp_path, plan
 ):
-    """Each point is claimed (a lease beside the store) before it runs: two runners started
+    """Each point is leased in the store (`isolab.tracking.leases`) before it runs: two runners started
     together train every point once between them, not twice."""
     data = yaml.safe_load(SMOKE.read_text())
     data["axes"] = {"n": [2, 4, 8, 16], "B_p": [2]}  # four of the smoke study's points
@@ -155,9 +158,35 @@ def test_two_runners_on_one_spec_and_store_split_the_work(
     assert "another runner" in text, text[-2000:]
 
 
-def test_smoke_study_on_a_local_ray_instance(isolab_cache, tracking_uri, plan):
-    pytest.importorskip("ray")
-    # one point as a Ray task on a local instance of one CPU: the backend end to end
+def test_smoke_study_on_a_local_ray_instance(isolab_cache, tracking_uri, plan, monkeypatch):
+    """One point as a Ray task on a local instance of one CPU: the backend end to end. Every
+    socket Ray's processes listen on, seen while the task runs, is on loopback, and none of
+    those processes outlives the sweep."""
+    ray = pytest.importorskip("ray")
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}
+    # what this test process listened on already (an earlier vLLM test's torch TCPStore) is not
+    # Ray's: only the sockets opened while the sweep runs count
+    mine = {(c.laddr.ip, c.laddr.port) for c in me.net_connections("tcp")}
+    ray_procs: dict[int, psutil.Process] = {}
+    listeners: set[tuple[str, str, int]] = set()
+    wait = ray.wait
+
+    def wait_and_look(*args, **kwargs):  # the runner polls its tasks with ray.wait
+        for proc in [me, *me.children(recursive=True)]:
+            if proc.pid in before:
+                continue
+            ray_procs.setdefault(proc.pid, proc)
+            with contextlib.suppress(psutil.Error):
+                listeners.update(
+                    (proc.name(), c.laddr.ip, c.laddr.port)
+                    for c in proc.net_connections("tcp")
+                    if c.status == psutil.CONN_LISTEN
+                    and not (proc.pid == me.pid and (c.laddr.ip, c.laddr.port) in mine)
+                )
+        return wait(*args, **kwargs)
+
+    monkeypatch.setattr(ray, "wait", wait_and_look)
     result = cli(
         "run", str(SMOKE), "--backend", "ray", "--workers", "1", "--limit", "1",
         "--tracking-uri", tracking_uri,
@@ -165,6 +194,28 @@ def test_smoke_study_on_a_local_ray_instance(isolab_cache, tracking_uri, plan):
     assert result.exit_code == 0, result.output
     assert "1 finished, 0 failed" in result.output
     assert_complete(plan, tracking_uri, points=plan.points[:1])
+    names = {name for name, _, _ in listeners}
+    assert {"gcs_server", "raylet"} <= names, listeners  # the look saw Ray running
+    exposed = sorted(x for x in listeners if not _loopback(x[1]))
+    assert not exposed, f"Ray listens beyond loopback: {exposed}"
+    deadline = time.monotonic() + 15  # the agents exit once they see the raylet gone
+    while (left := [p for p in ray_procs.values() if p.pid != me.pid and _alive(p)]) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.5)
+    assert not left, f"Ray processes outlive the sweep: {left}"
+
+
+def _loopback(ip: str) -> bool:
+    address = ipaddress.ip_address(ip)
+    return (getattr(address, "ipv4_mapped", None) or address).is_loopback
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def test_ray_cluster_needs_a_tracking_server(tracking_uri, tmp_path):

@@ -84,6 +84,10 @@ def grpo_trainer_class(with_vllm: bool):
     global _trl_without_vllm
     from trl import import_utils
 
+    from isolab.logs import without_sklearn
+
+    without_sklearn()
+
     if "trl.trainer.grpo_trainer" not in sys.modules:
         real = import_utils.is_vllm_available
         if not with_vllm:

@@ -13,8 +13,9 @@ Backends:
   cores) hit no lock error, so no server is needed. The runner creates the store's tables
   and the experiment before any worker starts, so workers never race on a schema migration.
   A store shared by several machines (PostgreSQL, a team) goes behind `mlflow server`.
-- `ray`: each point is a Ray task with the spec's CPUs / GPUs; a local Ray instance by default,
-  or a cluster (`address`) logging to a tracking server.
+- `ray`: each point is a Ray task with the spec's CPUs / GPUs; a local Ray instance by default
+  (listening on 127.0.0.1 only, and shut down with the sweep: `_start_local_ray`), or a cluster
+  (`address`) logging to a tracking server.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from isolab.config import RunConfig
-from isolab.logs import quiet_libraries
+from isolab.logs import quiet_libraries, without_sklearn
 from isolab.paths import cache_root
 from isolab.sweep.plan import GridPoint, SweepPlan
 from isolab.sweep.store import pending
@@ -55,6 +56,8 @@ STOP_GRACE_S = 40.0  # how long an interrupted sweep waits for its runs to be ma
 #: sweep's log and exits (its run is then marked KILLED by the runner): a stop is bounded even
 #: where a library swallows the interrupt or hangs at exit.
 WORKER_STOP_S = 30.0
+#: How long a finished sweep lets its workers exit on their own before it terminates them.
+WORKER_EXIT_S = 5.0
 
 
 # ---- what a run leaves behind ----------------------------------------------------------------
@@ -102,7 +105,7 @@ class SweepReport:
 
 # ---- one point --------------------------------------------------------------------------------
 #: The outcome of a point that another runner trains or trained (concurrent runners on one
-#: spec and store split the work: `isolab.sweep.store.claim`).
+#: spec and store split the work: `isolab.sweep.store.lease`).
 SKIPPED = "SKIPPED"
 
 
@@ -113,10 +116,10 @@ def run_point(cfg: RunConfig, tracking_uri: str, metric: str) -> RunOutcome:
     KeyboardInterrupt propagates (the run is marked KILLED by `train`).
     """
     from isolab.rl.train import train
-    from isolab.sweep.store import claim, finished_elsewhere
+    from isolab.sweep.store import finished_elsewhere, lease
 
     t0 = time.perf_counter()
-    with claim(cfg.run_key, cfg.experiment, tracking_uri) as mine:
+    with lease(cfg.run_key, cfg.experiment, tracking_uri) as mine:
         # another runner on this spec and store has the point, or has finished it meanwhile
         if not mine or finished_elsewhere(cfg.run_key, cfg.experiment, cfg.model, tracking_uri):
             why = "being trained by another runner" if not mine else "finished by another runner"
@@ -178,6 +181,8 @@ def setup_process(threads: int, env: dict[str, str], tracking_uri: str | None = 
     # Import once what every run needs (TRL loads its trainers lazily), so that the first run
     # of a worker does not pay ~15 s of imports.
     from datasets import Dataset  # noqa: F401
+
+    without_sklearn()
     from transformers import TrainerCallback  # noqa: F401
     from trl import GRPOConfig  # noqa: F401
 
@@ -269,10 +274,20 @@ def _worker_main(tasks, results, tracking_uri: str, metric: str, threads: int, e
             results.put(("start", index, pid))
             results.put(("done", index, run_point(cfg, tracking_uri, metric), pid))
             cfg = None
+        _end_quietly()
     except KeyboardInterrupt:
         if cfg is not None:  # interrupted between `create_run` and train's own handler
             _end_orphaned_run(cfg, tracking_uri, pid, "KILLED")
         results.put(("stopped", None, pid))
+
+
+def _end_quietly() -> None:
+    """A worker past its last point: Ctrl-C is the runner's to handle, and SIGTERM (the runner
+    ends its pool) just ends the process. Raised as KeyboardInterrupt while the interpreter ran
+    its exit callbacks, either printed `Exception ignored in atexit callback` at the end of a
+    clean sweep."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class _LocalPool:
@@ -359,6 +374,9 @@ class _LocalPool:
         self._end_all("kill", join_s=5)
 
     def close(self) -> None:
+        deadline = time.monotonic() + WORKER_EXIT_S  # past their sentinel, workers exit alone
+        for proc in self.procs:
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
         self._end_all("terminate", join_s=10)
         self.tasks.cancel_join_thread()
         self.results.cancel_join_thread()
@@ -461,6 +479,40 @@ def _end_orphaned_run(cfg: RunConfig, uri: str, pid: int, status: str = "FAILED"
 
 
 # ---- ray backend ------------------------------------------------------------------------------
+#: The node addresses a local Ray instance may have: this machine only.
+LOOPBACK = ("127.0.0.1", "::1")
+
+
+def _start_local_ray(ray, num_cpus: int) -> None:
+    """Start a Ray instance on this machine that listens on loopback only, or raise.
+
+    Ray binds a local instance's servers (GCS, raylet and object manager, dashboard and
+    runtime-env agents, metrics exporters, the driver and every worker) to the node's IP
+    address, and takes 127.0.0.1 for it only where it assumes a laptop: its switch
+    `ENABLE_RAY_CLUSTER` is off on macOS and Windows (ray-project/ray#18730), while
+    `_node_ip_address="127.0.0.1"` is turned back into the network address. The switch is
+    off while the instance starts; the node's address is checked after, so that a Ray that
+    ignores it fails here instead of opening ports to the network. `address="local"`: a new
+    local instance even where `$RAY_ADDRESS` names a cluster (`--address` is for that).
+    """
+    from ray._private import ray_constants
+    from ray.util import get_node_ip_address
+
+    switch = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = switch
+    node = get_node_ip_address()
+    if node not in LOOPBACK:
+        ray.shutdown()
+        raise RuntimeError(
+            f"the local Ray instance took the address {node}, so it would listen to the network: "
+            "run the sweep with --backend local, or on a Ray cluster you secured (--address)."
+        )
+
+
 def _ray_task(cfg: RunConfig, uri: str, metric: str, threads: int, env: dict[str, str]):
     setup_process(threads, env, uri)
     return run_point(cfg, uri, metric)
@@ -480,13 +532,6 @@ def _execute_ray(
     import ray
 
     started_here = not ray.is_initialized()
-    if started_here:
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        if address:
-            kwargs["address"] = address
-        else:
-            kwargs["num_cpus"] = max(1, math.ceil(workers * resources.cpus_per_run))
-        ray.init(**kwargs)
     env = _parent_env() if address else worker_env()
     threads = max(1, int(resources.cpus_per_run))
     task = ray.remote(
@@ -513,7 +558,11 @@ def _execute_ray(
                 )
             on_result(outcome, point)
 
-    try:
+    try:  # from the start: a Ctrl-C while Ray starts still shuts down what it started
+        if started_here and address:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        elif started_here:
+            _start_local_ray(ray, num_cpus=max(1, math.ceil(workers * resources.cpus_per_run)))
         submit()
         while in_flight:
             collect(timeout=1.0)
