@@ -107,6 +107,10 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(isolab_cache, tracking_uri,
     state = runs_by_status(tracking_uri)
     assert set(state) <= {"FINISHED", "KILLED"}, {k: len(v) for k, v in state.items()}
     assert state.get("KILLED"), "the run cut short should be KILLED"
+    # one line per run cut short, with the status the store gives it (not "worker died")
+    for run in state["KILLED"]:
+        assert f"✗ KILLED {run.data.tags[RUN_KEY_TAG]}" in text, text
+    assert "worker process died" not in text and "Traceback" not in text, text
     started_late = [
         r.info.run_name
         for runs in state.values()

@@ -262,6 +262,7 @@ def _worker_main(tasks, results, tracking_uri: str, metric: str, threads: int, e
     signal.signal(signal.SIGTERM, _interrupt_once)
     pid = os.getpid()
     cfg: RunConfig | None = None
+    index: int | None = None
     try:
         setup_process(threads, env, tracking_uri)
         from isolab.rl.train import STOP
@@ -273,12 +274,12 @@ def _worker_main(tasks, results, tracking_uri: str, metric: str, threads: int, e
             index, cfg = item
             results.put(("start", index, pid))
             results.put(("done", index, run_point(cfg, tracking_uri, metric), pid))
-            cfg = None
+            cfg, index = None, None
         _end_quietly()
     except KeyboardInterrupt:
         if cfg is not None:  # interrupted between `create_run` and train's own handler
             _end_orphaned_run(cfg, tracking_uri, pid, "KILLED")
-        results.put(("stopped", None, pid))
+        results.put(("stopped", index, pid))  # the point it was running, if any
 
 
 def _end_quietly() -> None:
@@ -402,19 +403,25 @@ def _execute_local(
             elif kind == "done" and index not in done:
                 done.add(index)
                 on_result(rest[0], todo[index])
+            elif kind == "stopped" and index is not None and index not in done:
+                done.add(index)  # cut short by Ctrl-C: its line says what the store holds
+                point = todo[index]
+                stored = _end_orphaned_run(point.config, uri, rest[-1], "KILLED")
+                outcome = RunOutcome(
+                    point.run_key, point.config.run_name, stored or "KILLED", error="stopped"
+                )
+                on_result(outcome, point)
             elif kind == "died" and index not in done:
                 done.add(index)
                 exitcode, pid = rest
                 point = todo[index]
-                _end_orphaned_run(point.config, uri, pid, "KILLED" if pool.stopping else "FAILED")
+                ended = "KILLED" if pool.stopping else "FAILED"
+                stored = _end_orphaned_run(point.config, uri, pid, ended)
+                # what the store says of the run, not a guess (a stopped worker's run is KILLED)
+                status = stored if stored in ("FAILED", "KILLED") else ended
+                why = "stopped" if pool.stopping else f"worker process died (exit code {exitcode})"
                 on_result(
-                    RunOutcome(
-                        point.run_key,
-                        point.config.run_name,
-                        "FAILED",
-                        error=f"worker process died (exit code {exitcode})",
-                    ),
-                    point,
+                    RunOutcome(point.run_key, point.config.run_name, status, error=why), point
                 )
 
     try:
@@ -462,20 +469,30 @@ def _execute_inline(
         try:
             outcome = run_point(point.config, uri, metric)
         except KeyboardInterrupt:
+            stored = _end_orphaned_run(point.config, uri, os.getpid(), "KILLED")
+            cut = RunOutcome(
+                point.run_key, point.config.run_name, stored or "KILLED", error="stopped"
+            )
+            on_result(cut, point)
             return True
         on_result(outcome, point)
     return False
 
 
-def _end_orphaned_run(cfg: RunConfig, uri: str, pid: int, status: str = "FAILED") -> None:
+def _end_orphaned_run(cfg: RunConfig, uri: str, pid: int, status: str = "FAILED") -> str | None:
     """A run of process `pid` left RUNNING (its worker died, or was interrupted before train
-    could end the run): set its final status."""
+    could end the run): set its final status. Returns the run's status in the store as it now
+    stands (train may have ended it KILLED before its worker went), None when it has no run."""
     from isolab.tracking import client
 
+    stored = None
     for run in _runs_of(cfg, uri, pid):
-        if run.info.status == "RUNNING":
+        stored = run.info.status
+        if stored == "RUNNING":
             with contextlib.suppress(Exception):
                 client(uri).set_terminated(run.info.run_id, status)
+                stored = status
+    return stored
 
 
 # ---- ray backend ------------------------------------------------------------------------------
