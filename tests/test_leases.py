@@ -115,6 +115,26 @@ def cli() -> CliRunner:
     return lambda *args: CliRunner().invoke(app, list(args))
 
 
+def test_an_import_that_waits_too_long_for_a_held_key_says_so_and_writes_nothing(
+    tmp_path, cli, monkeypatch
+):
+    """A writer holds one of the snapshot's run keys past the import's wait: exit 2 with what to
+    do, and not one run written (it was a TimeoutError traceback, exit 1)."""
+    from isolab.tracking import experiment_id, leases, runs
+
+    snap = _snapshot(tmp_path / "snap", runs=3)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    experiment_id(EXPERIMENT, uri)
+    key = pl.read_parquet(snap / "runs.parquet")["run_key"][0]
+    monkeypatch.setattr(runs, "IMPORT_WAIT_S", 1.0)
+    with leases.lease(EXPERIMENT, [key], uri) as held:
+        assert held
+        res = cli("runs", "import", str(snap), "--tracking-uri", uri)
+    assert res.exit_code == 2, res.output
+    assert "nothing was imported" in " ".join(res.output.split())
+    assert not find_runs(EXPERIMENT, uri)
+
+
 def _no_runs_left(uri: str) -> None:
     """Nothing the import wrote is active, and nothing it wrote (deleted or not) is RUNNING."""
     client = MlflowClient(uri)

@@ -215,6 +215,8 @@ def import_cmd(
             )
     except (ValueError, FileNotFoundError) as exc:
         _fail(f"{exc} (nothing was imported)")
+    except TimeoutError as exc:  # another writer held these run keys all the while
+        _fail(str(exc))
     except pl.exceptions.PolarsError as exc:  # a table that is not isolab's (no run_key column)
         first = str(exc).splitlines()[0][:300]
         _fail(f"{snapshot}: not a readable snapshot ({first}) (nothing was imported)")
