@@ -145,6 +145,12 @@ _REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 8
 _REPR.maxlevel = 3
 
 
+def cut(text: object, limit: int) -> str:
+    """`str(text)` in at most `limit` characters, "…" marking a cut (user text in a message)."""
+    text = str(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def brief(value: Any) -> str:
     """`repr(value)`, cut short (a long name or a large list in an error message stays one
     readable line; the repr is never built whole)."""

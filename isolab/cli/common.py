@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from isolab.userinput import cut
+
 console = Console()
 #: Errors never wrap: a message is one line whatever the terminal's width, so that a config
 #: snippet in it (`set trust_remote_code: true`) can be copied and a log grepped.
@@ -52,10 +54,7 @@ def fail(message: str, code: int = 2) -> None:
 def safe(text: object, limit: int = 200) -> str:
     """User text (a name, a value, an error) ready for rich markup: cut to `limit` characters
     and escaped, so that `[/x]` in a sweep's name prints as it is."""
-    text = str(text)
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return escape(text)
+    return escape(cut(text, limit))
 
 
 def check_artifacts(tracking_uri: str | None, experiment: str) -> None:

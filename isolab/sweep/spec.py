@@ -27,7 +27,7 @@ from typing import Any
 
 from isolab.config import MAX_SEED, SIZE_GUARD_ENV, SIZE_GUARDS, RunConfig
 from isolab.paths import name_path
-from isolab.userinput import brief, read_yaml
+from isolab.userinput import brief, cut, read_yaml
 
 # Fields a sweep may not vary: the budget sets M, the spec sets the experiment, seeds and
 # checkpoints (`study` is the experiment's name in isolab 0.1 configs).
@@ -268,8 +268,7 @@ class SweepSpec:
 
 def _key(key: Any) -> str:
     """A YAML key as a field name in a message, cut short."""
-    text = str(key)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return cut(key, 60)
 
 
 def _check_name(name: Any) -> None:

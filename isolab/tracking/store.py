@@ -29,6 +29,7 @@ from mlflow.tracking import MlflowClient
 
 import isolab
 from isolab.paths import default_db, name_path
+from isolab.userinput import cut
 
 log = logging.getLogger(__name__)
 
@@ -555,8 +556,7 @@ def _command(pid: int) -> str:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return "?"
-    text = raw.replace(b"\0", b" ").decode(errors="replace").strip()
-    return text if len(text) <= 80 else text[:77] + "..."
+    return cut(raw.replace(b"\0", b" ").decode(errors="replace").strip(), 80)
 
 
 def _find_or_create_parent(c: MlflowClient, exp_id: str, name: str, tags: dict) -> str:
