@@ -22,15 +22,12 @@ from pydantic import BeforeValidator, ConfigDict, ValidationError, create_model
 
 from isolab.paths import name_path
 from isolab.userinput import brief, read_yaml
+from isolab.vocab import REWARDS
 
 LR_SCALINGS = ("sqrt", "const", "linear")
 RECIPES = ("auto", "kl_entropy", "kl", "entropy", "none")
 SPLITS = ("easy", "hard", "all")
 GENERATIONS = ("auto", "hf", "vllm")
-#: Reward systems (`isolab.rl.rewards`): rule-based ones, then those that run or charge a
-#: reward model's forward passes.
-REWARDS = ("sparse", "structured", "dense", "orm", "prm", "proxy-prm")
-MODEL_REWARDS = ("orm", "prm", "proxy-prm")
 #: Seeds are what numpy's RNG takes (TRL seeds numpy, torch and Python's `random` with one).
 MAX_SEED = 2**32 - 1
 
@@ -501,51 +498,6 @@ def _renamed(data: dict[str, Any]) -> dict[str, Any]:
     data = dict(data)
     data["experiment"] = data.pop("study")
     return data
-
-
-#: Fields that say where a run is logged, how it is seeded, evaluated or executed, not which RL
-#: it does; every other field (and the derived B, lr, beta, entropy_coef) defines a
-#: configuration, the unit over which seeds are averaged.
-BOOKKEEPING_FIELDS = (
-    "experiment",
-    "seed",
-    "generation",
-    "gradient_checkpointing",
-    "eval_every",
-    "eval_at_rollouts",
-    "eval_problems",
-    "eval_k_samples",
-    "eval_ks",
-    "pool_size",
-    "data_dir",
-    "trust_remote_code",
-    "extra",
-)
-#: The values `RunConfig.resolved()` adds to the fields, with their types.
-DERIVED_TYPES: dict[str, type] = {
-    "B": int,
-    "rollouts": int,
-    "lr": float,
-    "beta": float,
-    "entropy_coef": float,
-}
-
-
-def config_columns() -> tuple[str, ...]:
-    """The columns of a runs table that define a configuration (see `BOOKKEEPING_FIELDS`)."""
-    names = [f.name for f in fields(RunConfig) if f.name not in BOOKKEEPING_FIELDS]
-    return tuple(dict.fromkeys([*names, *DERIVED_TYPES]))
-
-
-def param_types() -> dict[str, type]:
-    """The type of every logged param (`RunConfig.resolved()`) that is a scalar number: what
-    the runs table casts MLflow's strings back to."""
-    out: dict[str, type] = {}
-    for f in fields(RunConfig):
-        kind = str(f.type).replace(" | None", "")
-        if kind in ("int", "float"):
-            out[f.name] = int if kind == "int" else float
-    return {**out, **DERIVED_TYPES}
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:

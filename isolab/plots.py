@@ -27,16 +27,17 @@ from isolab.frontier import (
     frontier,
     record_points,
 )
-from isolab.frontier.frames import to_polars
+from isolab.table import to_polars
+from isolab.vocab import FLOPS_HW_TOTAL, FLOPS_TOTAL, RHO, ROLLOUTS, TOKENS
 
 CMAP = "viridis"
 AXIS_LABELS = {
-    "compute/rollouts": "compute C (rollouts = B_p·n·M)",
-    "compute/tokens": "compute (generated tokens)",
-    "flops/total": "compute (FLOPs, total)",
-    "flops_hw/total": "compute (hardware FLOPs, total)",
+    ROLLOUTS: "compute C (rollouts = B_p·n·M)",
+    TOKENS: "compute (generated tokens)",
+    FLOPS_TOTAL: "compute (FLOPs, total)",
+    FLOPS_HW_TOTAL: "compute (hardware FLOPs, total)",
     "step": "M (optimizer steps)",
-    "compute/rho": "ρ = C_learning / C_total",
+    RHO: "ρ = C_learning / C_total",
 }
 
 
@@ -279,7 +280,7 @@ def plot_rho_frontier(result: RhoFrontier, ax: Axes) -> Axes:
         else:
             ax.plot([], [], color=color, label=f"{name}: ρ* not identifiable")
     lo, hi = result.band
-    ax.set_xlabel(label("compute/rho"))
+    ax.set_xlabel(label(RHO))
     ax.set_ylabel(label(result.metric))
     ax.set_title(f"IsoFLOP band [{lo:.2g}, {hi:.2g}] FLOPs", fontsize="small")
     ax.legend(fontsize="x-small")

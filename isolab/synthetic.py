@@ -22,6 +22,18 @@ import numpy as np
 import polars as pl
 
 from isolab.frontier import sigmoid
+from isolab.vocab import (
+    EVAL_AVG,
+    EVAL_BEST,
+    EVAL_WORST,
+    FLOPS_LEARNING,
+    FLOPS_REWARD,
+    FLOPS_SEARCH,
+    FLOPS_TOTAL,
+    RHO,
+    ROLLOUTS,
+    TOKENS,
+)
 
 N_GRID = (8, 16, 32, 64, 128, 256, 512, 1024)
 B_P_GRID = (8, 16, 32, 64, 128)
@@ -92,10 +104,10 @@ class IsoComputeLaw:
 def isocompute_laws() -> dict[str, IsoComputeLaw]:
     """An Easy-set-like family: larger n lifts worst@4 most and best@4 least (IsoCompute §5)."""
     return {
-        "eval/avg@4": IsoComputeLaw(),
+        EVAL_AVG: IsoComputeLaw(),
         "eval/avg@1": IsoComputeLaw(),
-        "eval/best@4": IsoComputeLaw(R0=0.45, A_max=0.95, n_sat=64),
-        "eval/worst@4": IsoComputeLaw(R0=0.05, A_max=0.6, n_sat=512, C_mid_ref=1.5e4),
+        EVAL_BEST: IsoComputeLaw(R0=0.45, A_max=0.95, n_sat=64),
+        EVAL_WORST: IsoComputeLaw(R0=0.05, A_max=0.6, n_sat=512, C_mid_ref=1.5e4),
     }
 
 
@@ -170,14 +182,14 @@ def make_isocompute_runs(
             "lr": np.full(k, lr),
             "num_iterations": np.full(k, 1),
             "step": steps,
-            "compute/rollouts": C,
-            "compute/tokens": C * 6.0,
+            ROLLOUTS: C,
+            TOKENS: C * 6.0,
             # a tiny model's cost per rollout: search 2·N·T, learning 6·N·T (N = 0.66M, T = 6)
-            "flops/search": C * 7.9e6,
-            "flops/learning": C * 2.4e7,
-            "flops/reward": np.zeros(k),
-            "flops/total": C * (7.9e6 + 2.4e7),
-            "compute/rho": np.full(k, 2.4e7 / (7.9e6 + 2.4e7)),
+            FLOPS_SEARCH: C * 7.9e6,
+            FLOPS_LEARNING: C * 2.4e7,
+            FLOPS_REWARD: np.zeros(k),
+            FLOPS_TOTAL: C * (7.9e6 + 2.4e7),
+            RHO: np.full(k, 2.4e7 / (7.9e6 + 2.4e7)),
         }
         for metric, law in laws.items():
             r = law.reward(C, n, bp) + rng.normal(0.0, noise, k)
@@ -242,7 +254,7 @@ def make_rho_runs(
     seeds: int = 3,
     eval_points: int = 50,
     noise: float = 0.02,
-    metric: str = "eval/avg@4",
+    metric: str = EVAL_AVG,
     experiment: str = "synthetic-rho",
     model: str = "qwen2.5-1.5b-lora",
     seed: int = 0,
@@ -285,12 +297,12 @@ def make_rho_runs(
                     "lr": np.full(k, 1e-5),
                     "num_iterations": np.full(k, i + 1),
                     "step": steps,
-                    "compute/rollouts": 512.0 * steps,
-                    "flops/search": F * sh_search,
-                    "flops/learning": F * sh_learn,
-                    "flops/reward": F * sh_reward,
-                    "flops/total": F,
-                    "compute/rho": np.full(k, sh_learn),
+                    ROLLOUTS: 512.0 * steps,
+                    FLOPS_SEARCH: F * sh_search,
+                    FLOPS_LEARNING: F * sh_learn,
+                    FLOPS_REWARD: F * sh_reward,
+                    FLOPS_TOTAL: F,
+                    RHO: np.full(k, sh_learn),
                     metric: np.clip(law.reward(F, rho) + rng.normal(0.0, noise, k), 0.0, 1.0),
                 }
                 for name, value in row.items():
@@ -315,15 +327,15 @@ def null_means(
     FLOPs (whole steps), the k-th evaluation of every run — binning FLOPs there would split a
     group's final evaluations by configuration and keep the design's own effects in the null."""
     group = [c for c in by if c in design.columns]
-    ends = design.group_by("run_key").agg(pl.col("compute/rollouts").max())["compute/rollouts"]
+    ends = design.group_by("run_key").agg(pl.col(ROLLOUTS).max())[ROLLOUTS]
     iso_rollouts = (
-        float(ends.min()) >= 0.99 * float(ends.max()) or "flops/total" not in design.columns
+        float(ends.min()) >= 0.99 * float(ends.max()) or FLOPS_TOTAL not in design.columns
     )
     evals = design.group_by("run_key").agg(pl.len())["len"]
     if not iso_rollouts and evals.n_unique() == 1:
         cp = pl.col("step").rank("dense").over("run_key").cast(pl.Float64).alias("_cp")
     else:
-        axis = "compute/rollouts" if iso_rollouts else "flops/total"
+        axis = ROLLOUTS if iso_rollouts else FLOPS_TOTAL
         cp = (
             pl.when(pl.col(axis) > 0).then((pl.col(axis).log(2) * 8).round()).otherwise(-1e9)
         ).alias("_cp")

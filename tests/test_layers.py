@@ -41,7 +41,7 @@ def test_a_lazy_import_of_the_cli_from_the_library_is_caught(copy):
 def test_an_import_up_the_layers_is_caught(copy):
     _append(copy / "models" / "weights.py", "def f():\n    from isolab.rl import train\n")
     assert any(
-        "isolab.models.weights (layer 4) imports isolab.rl.train" in p
+        "isolab.models.weights (layer 5) imports isolab.rl.train" in p
         for p in _checker().check(copy)
     )
 
@@ -50,3 +50,24 @@ def test_a_cycle_inside_one_layer_is_caught(copy):
     _append(copy / "config.py", "def f():\n    import isolab.paths\n")
     _append(copy / "paths.py", "def g():\n    from isolab import config\n")
     assert any(p.startswith("import cycle") and "isolab.paths" in p for p in _checker().check(copy))
+
+
+def test_a_module_reached_by_name_through_sys_modules_is_caught(copy):
+    """The sweep once read the trainer's stop flag as `sys.modules.get("isolab.rl.train")`, a
+    dependency no import statement showed; the flag now lives in the bottom layer."""
+    _append(
+        copy / "models" / "weights.py", 'import sys\nSTOP = sys.modules.get("isolab.rl.train")\n'
+    )
+    assert any(
+        "isolab.models.weights (layer 5) imports isolab.rl.train" in p
+        for p in _checker().check(copy)
+    )
+
+
+def test_the_stop_flag_and_the_vocabulary_sit_in_the_bottom_layer():
+    checker = _checker()
+    bottom = len(checker.LAYERS) - 1
+    for module in ("isolab.stop", "isolab.vocab", "isolab.table", "isolab.config"):
+        assert checker.layer_of(module) == bottom, module
+    assert checker.layer_of("isolab.verdicts.claims") < checker.layer_of("isolab.frontier.fit")
+    assert checker.layer_of("isolab.verdicts.claims") < checker.layer_of("isolab.synthetic")

@@ -9,13 +9,14 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from isolab.compute.flops import model_shape, reward_model_flops
-from isolab.config import MODEL_REWARDS, REWARDS, RunConfig
+from isolab.config import RunConfig
 from isolab.models import reward_models
 from isolab.models.reward_models import reward_model_config_for
 from isolab.rl import rewards
 from isolab.rl.plan import model_config, plan_config
 from isolab.rl.rewards import get_reward
 from isolab.tasks import get_task
+from isolab.vocab import MODEL_BASED, REWARDS
 
 RAW = get_task("arithmetic", "raw")
 CHAT = get_task("arithmetic", "chat")
@@ -110,7 +111,7 @@ def test_orm_and_prm_beat_chance_on_held_out_completions(reward_model_presets):
 
 
 def test_model_rewards_report_what_they_scored(reward_model_presets):
-    for name in MODEL_REWARDS:
+    for name in MODEL_BASED:
         fn = get_reward(name, RAW)
         out = _call(fn, ["753", "7"], ["357"] * 2)
         assert len(out) == 2 and all(0 <= r <= 1 for r in out)
@@ -188,7 +189,7 @@ def test_every_reward_system_trains_and_only_models_cost_flops(reward_model_pres
         assert m["flops/total"] == pytest.approx(
             m["flops/search"] + m["flops/learning"] + m["flops/reward"]
         )
-        if name in MODEL_REWARDS:
+        if name in MODEL_BASED:
             assert m["flops/reward"] > 0, name
         else:
             assert m["flops/reward"] == 0, name

@@ -241,7 +241,7 @@ def test_a_plateau_starts_where_the_curve_stops_gaining():
 
 def test_runs_on_a_cut_pool_stay_out_of_the_frontier_and_the_tests():
     from isolab.study.analyses.nstar import combined, cut_pool
-    from isolab.verdicts.frames import one_pool
+    from isolab.table import one_pool
 
     main = _curve("m", 4, [0.2, 0.3, 0.4], None)
     same = _curve("l", 8, [0.2, 0.3, 0.4, 0.45], None)

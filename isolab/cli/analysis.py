@@ -15,6 +15,7 @@ from rich.table import Table
 
 from isolab.cli.common import TrackingUri, console, safe
 from isolab.cli.common import fail as _fail
+from isolab.vocab import EVAL_AVG, ROLLOUTS
 
 if TYPE_CHECKING:
     import polars as pl
@@ -74,8 +75,8 @@ def frontier_cmd(
     ],
     metric: Annotated[
         str, typer.Option(help="Reward column to analyse (eval/avg@4, eval/best@4, …).")
-    ] = "eval/avg@4",
-    x: Annotated[str, typer.Option(help="Compute column.")] = "compute/rollouts",
+    ] = EVAL_AVG,
+    x: Annotated[str, typer.Option(help="Compute column.")] = ROLLOUTS,
     budget: Annotated[
         float | None,
         typer.Option(

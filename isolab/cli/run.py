@@ -24,6 +24,7 @@ from isolab.cli.common import (
     safe,
 )
 from isolab.cli.models import difficulty, models_build
+from isolab.vocab import EVAL_AVG, FLOPS_TOTAL
 
 
 def train(
@@ -52,7 +53,7 @@ def _train_with_progress(cfg, tracking_uri):
 
         def on_step(step: int, metrics: dict) -> None:
             info = f"ρ {metrics.get('compute/rho', 0):.2f}"
-            if "eval/avg@4" in metrics:
+            if EVAL_AVG in metrics:
                 info += f" avg@4 {metrics['eval/avg@4']:.3f}"
             bar.update(task, completed=step, info=info)
 
@@ -80,7 +81,7 @@ def _print_results(rows) -> None:
         ]
         evals.add_row(safe(cfg.run_name), *cells)
         m = r.final_metrics
-        total = m.get("flops/total", 0.0) or 1.0
+        total = m.get(FLOPS_TOTAL, 0.0) or 1.0
         shares = [
             f"{m.get(f'flops/{k}', 0.0) / total:.0%}" for k in ("search", "learning", "reward")
         ]
@@ -116,7 +117,7 @@ def flops(
         fail(str(exc))
     title = f"{safe(cfg.run_name)} · M={cfg.M}"
     table = Table("component", "per step", "total", "share", title=title)
-    total = plan["flops/total"] or 1.0
+    total = plan[FLOPS_TOTAL] or 1.0
     for k in ("search", "learning", "reward", "total"):
         table.add_row(
             k,

@@ -25,6 +25,19 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from isolab.compute.flops import forward_flops, generation_flops, reward_model_flops, training_flops
+from isolab.vocab import (
+    FLOPS_EVAL,
+    FLOPS_HW_LEARNING,
+    FLOPS_HW_TOTAL,
+    FLOPS_LEARNING,
+    FLOPS_REWARD,
+    FLOPS_SEARCH,
+    FLOPS_TOTAL,
+    RHO,
+    RHO_STEP,
+    ROLLOUTS,
+    TOKENS,
+)
 
 
 @dataclass
@@ -169,17 +182,17 @@ class FlopLedger:
             "flops_step/learning": float(step.learning),
             "flops_step/reward": float(step.reward),
             "flops_step/total": float(step_total),
-            "flops/search": float(run.search),
-            "flops/learning": float(run.learning),
-            "flops/reward": float(run.reward),
-            "flops/total": float(run_total),
-            "flops/eval": float(run.eval),
-            "flops_hw/learning": float(run.learning_hw),
-            "flops_hw/total": float(run.search + run.learning_hw + run.reward),
-            "compute/rollouts": float(run.rollouts),
-            "compute/tokens": float(run.tokens),
-            "compute/rho": _rho(run.learning, run_total),
-            "compute/rho_step": _rho(step.learning, step_total),
+            FLOPS_SEARCH: float(run.search),
+            FLOPS_LEARNING: float(run.learning),
+            FLOPS_REWARD: float(run.reward),
+            FLOPS_TOTAL: float(run_total),
+            FLOPS_EVAL: float(run.eval),
+            FLOPS_HW_LEARNING: float(run.learning_hw),
+            FLOPS_HW_TOTAL: float(run.search + run.learning_hw + run.reward),
+            ROLLOUTS: float(run.rollouts),
+            TOKENS: float(run.tokens),
+            RHO: _rho(run.learning, run_total),
+            RHO_STEP: _rho(step.learning, step_total),
             "time/reward_s": run.reward_s,
         }
 
@@ -258,11 +271,11 @@ def plan_run(
     plan = {k: v for k, v in step.items() if k.startswith("flops_step/")}
     for key in ("search", "learning", "reward", "total"):
         plan[f"flops/{key}"] = M * step[f"flops_step/{key}"]
-    plan["flops_hw/learning"] = M * step["flops_hw/learning"]
-    plan["flops_hw/total"] = M * step["flops_hw/total"]
-    plan["compute/rho"] = step["compute/rho_step"]
-    plan["compute/rollouts"] = float(B * M)
-    plan["compute/tokens"] = M * step["compute/tokens"]
+    plan[FLOPS_HW_LEARNING] = M * step[FLOPS_HW_LEARNING]
+    plan[FLOPS_HW_TOTAL] = M * step[FLOPS_HW_TOTAL]
+    plan[RHO] = step[RHO_STEP]
+    plan[ROLLOUTS] = float(B * M)
+    plan[TOKENS] = M * step[TOKENS]
     plan["steps"] = float(M)
     plan["rollouts_per_step"] = float(B)
     return plan

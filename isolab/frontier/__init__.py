@@ -18,18 +18,13 @@ are polars. One module per subject:
 from isolab.frontier.effects import MetricEffect, metric_effect
 from isolab.frontier.envelope import frontier, record_points
 from isolab.frontier.fit import SigmoidFit, fit_sigmoid, sigmoid
-from isolab.frontier.frames import (
-    CONFIG_COLUMNS,
-    DEFAULT_METRICS,
-    DEFAULT_X,
-    DEFAULT_Y,
-    SETTING_COLUMNS,
-    Status,
-)
+from isolab.frontier.frames import Status
 from isolab.frontier.nstar import NStarResult, optimal_n
 from isolab.frontier.recommend import Recommendation, recommend
 from isolab.frontier.rho import RaceResult, RhoFrontier, isoflop_band, race, regime, rho_frontier
 from isolab.frontier.tradeoff import TradeoffResult, tradeoff_fixed_batch
+from isolab.table import CONFIG_COLUMNS, SETTING_COLUMNS
+from isolab.vocab import DEFAULT_METRICS, DEFAULT_X, DEFAULT_Y
 
 __all__ = [
     "CONFIG_COLUMNS",

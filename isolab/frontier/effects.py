@@ -8,8 +8,10 @@ from typing import Any
 
 import polars as pl
 
-from isolab.frontier.frames import DEFAULT_METRICS, single_threaded, to_polars
+from isolab.frontier.frames import single_threaded
 from isolab.frontier.nstar import NStarResult, optimal_n
+from isolab.table import to_polars
+from isolab.vocab import DEFAULT_METRICS
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ from typing import Any
 
 import polars as pl
 
-from isolab.frontier.frames import DEFAULT_X, DEFAULT_Y, finite_rows, id_columns, require, to_polars
+from isolab.table import finite_rows, id_columns, require, to_polars
+from isolab.vocab import DEFAULT_X, DEFAULT_Y
 
 
 def frontier(df: Any, x: str = DEFAULT_X, y: str = DEFAULT_Y) -> pl.DataFrame:

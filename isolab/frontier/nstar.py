@@ -20,18 +20,16 @@ from isolab.frontier.fit import (
     fit_sigmoid,
     predict_params,
 )
-from isolab.frontier.frames import (
+from isolab.frontier.frames import Status, single_threaded
+from isolab.table import (
     CONFIG_COLUMNS,
-    DEFAULT_X,
-    DEFAULT_Y,
-    Status,
     check_single_setting,
     finite_rows,
     require,
     seed_average,
-    single_threaded,
     to_polars,
 )
+from isolab.vocab import DEFAULT_X, DEFAULT_Y
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ import polars as pl
 from isolab.frontier import frames
 from isolab.frontier.envelope import frontier
 from isolab.frontier.nstar import NStarResult, optimal_n
+from isolab.table import finite_rows, require, seed_average, to_polars
+from isolab.vocab import DEFAULT_X, DEFAULT_Y
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,8 @@ def recommend(
     df: Any,
     budget: float,
     *,
-    x: str = frames.DEFAULT_X,
-    y: str = frames.DEFAULT_Y,
+    x: str = DEFAULT_X,
+    y: str = DEFAULT_Y,
     n_star: NStarResult | None = None,
     **optimal_n_kwargs: Any,
 ) -> Recommendation:
@@ -79,11 +81,11 @@ def recommend(
     """
     if not budget > 0:
         raise ValueError(f"budget = {budget}: give a positive compute budget in {x}.")
-    df = frames.to_polars(df)
-    frames.require(df, x, y, "n", "B_p")
+    df = to_polars(df)
+    require(df, x, y, "n", "B_p")
     res = n_star if n_star is not None else optimal_n(df, x=x, y=y, **optimal_n_kwargs)
     notes: list[str] = []
-    clean = frames.finite_rows(df, x, y, context="recommend")
+    clean = finite_rows(df, x, y, context="recommend")
     c_max = float(clean[x].max()) if clean.height else float("nan")
     if budget > c_max:
         notes.append(
@@ -116,7 +118,7 @@ def recommend(
         # no fit at all: fall back on the frontier's holder
         n = int(frontier(clean.filter(pl.col(x) <= budget), x, y)["n"][-1])
 
-    avg = frames.seed_average(clean, x, y)
+    avg = seed_average(clean, x, y)
     cfg = [c for c in ("n", "B_p", "M") if c in avg.columns]
     ev = []
     for key, grp in avg.group_by(cfg, maintain_order=True):

@@ -10,7 +10,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from isolab.frontier.frames import DEFAULT_Y, finite_rows, require, single_threaded, to_polars
+from isolab.frontier.frames import single_threaded
+from isolab.table import finite_rows, require, to_polars
+from isolab.vocab import DEFAULT_Y, FLOPS_TOTAL, RHO
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ class RhoFrontier:
     fits: pl.DataFrame
 
 
-def isoflop_band(df: Any, width: float = 1.5, flops: str = "flops/total") -> tuple[float, float]:
+def isoflop_band(df: Any, width: float = 1.5, flops: str = FLOPS_TOTAL) -> tuple[float, float]:
     """The IsoFLOP band of a grid of runs.
 
     When every run ends within a factor `width` of the others (an IsoFLOP study: each run ends
@@ -89,7 +91,7 @@ def rho_frontier(
     """
     df = to_polars(df)
     by = (by,) if isinstance(by, str) else tuple(by)
-    require(df, y, "flops/total", "compute/rho", *by)
+    require(df, y, FLOPS_TOTAL, RHO, *by)
     if flops_band is None:
         flops_band = isoflop_band(df)
     lo, hi = float(flops_band[0]), float(flops_band[1])
@@ -97,21 +99,21 @@ def rho_frontier(
         raise ValueError(f"flops_band = {flops_band}: give (lo, hi) with lo < hi.")
     key = "run_key" if "run_key" in df.columns else "run_id"
     shares = [
-        (pl.col(f"flops/{c}") / pl.col("flops/total")).alias(f"share_{c}")
+        (pl.col(f"flops/{c}") / pl.col(FLOPS_TOTAL)).alias(f"share_{c}")
         for c in ("search", "learning", "reward")
         if f"flops/{c}" in df.columns
     ]
-    clean = finite_rows(df, y, "flops/total", "compute/rho", context="rho_frontier")
-    inband = clean.filter(pl.col("flops/total").is_between(lo, hi)).with_columns(shares)
+    clean = finite_rows(df, y, FLOPS_TOTAL, RHO, context="rho_frontier")
+    inband = clean.filter(pl.col(FLOPS_TOTAL).is_between(lo, hi)).with_columns(shares)
     share_cols = [
         c for c in ("share_search", "share_learning", "share_reward") if c in inband.columns
     ]
     points = (
         inband.group_by([*by, key])
         .agg(
-            pl.col("compute/rho").mean().alias("rho"),
+            pl.col(RHO).mean().alias("rho"),
             pl.col(y).mean(),
-            pl.col("flops/total").mean().alias("flops_total"),
+            pl.col(FLOPS_TOTAL).mean().alias("flops_total"),
             *[pl.col(c).mean() for c in share_cols],
             pl.len().alias("n_points"),
         )
@@ -333,6 +335,6 @@ def race(
     key = "run_key" if "run_key" in full_df.columns else "run_id"
 
     def spent(d: pl.DataFrame) -> float:
-        return float(d.group_by(key).agg(pl.col("flops/total").max())["flops/total"].sum())
+        return float(d.group_by(key).agg(pl.col(FLOPS_TOTAL).max())[FLOPS_TOTAL].sum())
 
     return RaceResult(table, rate, spent(pilot_df) / spent(full_df), pilot, full)

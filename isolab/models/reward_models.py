@@ -50,7 +50,6 @@ from typing import Any
 
 import torch
 
-from isolab.config import MODEL_REWARDS, REWARDS
 from isolab.models import weights
 from isolab.models.tiny import (
     REWARD_MODEL_PRESETS,
@@ -66,6 +65,7 @@ from isolab.models.warm_start import one_thread
 from isolab.models.weights import reward_model_dir
 from isolab.tasks.arithmetic import ArithmeticSpec, raw_prompt, raw_target, sample_problem
 from isolab.tasks.base import Problem
+from isolab.vocab import MODEL_BASED, REWARDS
 
 log = logging.getLogger(__name__)
 
@@ -592,7 +592,7 @@ def reward_model_config(name: str, style: str, reward_model: str | dict | None =
     rule-based one. Reads no weights, so planning never builds or downloads a model."""
     if name not in REWARDS:
         raise ValueError(f"reward = {name!r}: choose one of {', '.join(REWARDS)}.")
-    if name not in MODEL_REWARDS:
+    if name not in MODEL_BASED:
         return None
     spec = reward_model or DEFAULT_REWARD_MODELS[(name, style)]
     if name == "proxy-prm":

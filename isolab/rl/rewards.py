@@ -27,11 +27,11 @@ from collections.abc import Callable
 from typing import Any
 
 from isolab import models
-from isolab.config import REWARDS
 from isolab.models import reward_models
 from isolab.models.reward_models import DEFAULT_REWARD_MODELS, proxy_config
 from isolab.tasks import Task
 from isolab.tasks.grading import extract_boxed, extract_gsm8k_answer, normalize_number
+from isolab.vocab import REWARDS
 
 #: `structured` = FORMAT_WEIGHT · format + (1 − FORMAT_WEIGHT) · correct: a well-formed wrong
 #: answer earns less than a right one, a right one in the wrong form still most of the credit.

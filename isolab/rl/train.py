@@ -13,7 +13,6 @@ import logging
 import math
 import os
 import tempfile
-import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -30,17 +29,13 @@ from isolab.rl import difficulty, engines, vllm_cpu
 from isolab.rl.evaluate import Evaluator
 from isolab.rl.plan import LORA_TARGETS, lora_spec
 from isolab.rl.rewards import get_reward
+from isolab.stop import STOP
 from isolab.tasks import Task
 from isolab.tasks.base import as_text
 from isolab.tracking import BASE_DIGEST_TAG, RunLogger
+from isolab.vocab import FLOPS_EVAL, FLOPS_TOTAL, ROLLOUTS
 
 log = logging.getLogger(__name__)
-
-#: Set when this process is asked to stop (a sweep worker's SIGINT/SIGTERM): the run in progress
-#: ends KILLED at its next step even if the first KeyboardInterrupt landed where Python ignores
-#: it (a `__del__`), and no further run starts.
-STOP = threading.Event()
-
 
 @dataclass
 class RunResult:
@@ -206,7 +201,7 @@ def make_callback(
             metrics = evaluator(model, 0, max_new_tokens)
             state["base_eval"] = metrics
             state["last_eval"] = metrics
-            start = {"compute/rollouts": 0.0, "flops/total": 0.0, "flops/eval": _eval_flops(ledger)}
+            start = {ROLLOUTS: 0.0, FLOPS_TOTAL: 0.0, FLOPS_EVAL: _eval_flops(ledger)}
             logger.log_metrics({**metrics, **start}, step=0)
             logger.flush()
 
@@ -225,11 +220,11 @@ def make_callback(
                 metrics["throughput/completion_tokens_per_s"] = (
                     trainer.completion_tokens / state["search_s"]
                 )
-            cum_rollouts = int(metrics["compute/rollouts"])
+            cum_rollouts = int(metrics[ROLLOUTS])
             if evaluator.due(step, cum_rollouts, step >= total_steps):
                 ev = evaluator(model, step, max_new_tokens)
                 state["last_eval"] = ev
-                metrics = {**metrics, **ev, "flops/eval": _eval_flops(ledger)}
+                metrics = {**metrics, **ev, FLOPS_EVAL: _eval_flops(ledger)}
                 logger.log_metrics(metrics, step=step)
                 logger.flush()  # an evaluation point is a finished result: never lose it
             else:

@@ -11,8 +11,10 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from isolab.vocab import FLOPS_TOTAL, ROLLOUTS
+
 RUN = "run_key"
-_SHORT = {"compute/rollouts": "rollouts", "flops/total": "flops"}
+_SHORT = {ROLLOUTS: "rollouts", FLOPS_TOTAL: "flops"}
 
 
 def _key(df: pl.DataFrame) -> str:
@@ -50,7 +52,7 @@ def final(df: pl.DataFrame, by: Sequence[str], y: str) -> pl.DataFrame:
     ok = df.filter(pl.col(y).is_finite())
     last = ok.filter(pl.col("step") == pl.col("step").max().over(key))
     first = ok.filter(pl.col("step") == pl.col("step").min().over(key))
-    extra = [c for c in ("compute/rollouts", "flops/total") if c in df.columns]
+    extra = [c for c in (ROLLOUTS, FLOPS_TOTAL) if c in df.columns]
     ends = last.group_by(by).agg(
         pl.col(y).mean().alias("final"),
         pl.col(y).std().alias("final_std"),

@@ -18,6 +18,7 @@ from isolab.config import RunConfig
 from isolab.rl import difficulty
 from isolab.rl.plan import plan_config
 from isolab.sweep.spec import SpecError, SweepSpec, Timing
+from isolab.vocab import FLOPS_TOTAL, RHO
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,7 @@ def _plan_point(
     spec: SweepSpec, cfg: RunConfig, values: dict[str, Any], fractions: tuple[float, ...]
 ) -> GridPoint | DroppedPoint:
     step = _planned(cfg)  # one step of this point
-    step_flops = step.get("flops/total", math.nan)
+    step_flops = step.get(FLOPS_TOTAL, math.nan)
     if spec.budget_rollouts is not None:
         M = spec.budget_rollouts // cfg.B
         if M < 1:
@@ -217,7 +218,7 @@ def _plan_point(
         config=cfg,
         values=values,
         planned_flops=M * step_flops,
-        rho=step.get("compute/rho", math.nan),
+        rho=step.get(RHO, math.nan),
         est_wall_s=estimate_wall_s(cfg, evals, spec.timing),
     )
 

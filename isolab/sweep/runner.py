@@ -27,7 +27,6 @@ import math
 import os
 import queue
 import signal
-import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from typing import Any
 from isolab.config import RunConfig
 from isolab.logs import quiet_libraries, without_sklearn
 from isolab.paths import cache_root
+from isolab.stop import STOP
 from isolab.sweep.plan import GridPoint, SweepPlan
 from isolab.sweep.store import pending
 from isolab.tracking import (
@@ -246,13 +246,12 @@ def _die_with_parent(parent_pid: int) -> None:
 def _interrupt_once(signum, frame) -> None:
     """First SIGINT/SIGTERM: stop the run (train marks it KILLED); later ones are ignored so
     that the MLflow write of that status is not interrupted in turn. Nothing is imported here:
-    the trainer's module may be half-imported when the signal lands (then no run has begun)."""
+    the trainer's module may be half-imported when the signal lands (`isolab.stop` imports
+    nothing, and is imported at the top of this module)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     faulthandler.dump_traceback_later(WORKER_STOP_S, exit=True)  # a C thread: never blocked
-    stop = getattr(sys.modules.get("isolab.rl.train"), "STOP", None)
-    if stop is not None:
-        stop.set()  # the run stops at its next step even if this exception is swallowed
+    STOP.set()  # the run stops at its next step even if this exception is swallowed
     raise KeyboardInterrupt
 
 
@@ -265,8 +264,6 @@ def _worker_main(tasks, results, tracking_uri: str, metric: str, threads: int, e
     index: int | None = None
     try:
         setup_process(threads, env, tracking_uri)
-        from isolab.rl.train import STOP
-
         while not STOP.is_set():  # nothing new starts once a stop was asked
             item = tasks.get()
             if item is None:

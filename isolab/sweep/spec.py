@@ -28,6 +28,7 @@ from typing import Any
 from isolab.config import MAX_SEED, SIZE_GUARD_ENV, SIZE_GUARDS, RunConfig
 from isolab.paths import name_path
 from isolab.userinput import brief, cut, read_yaml
+from isolab.vocab import EVAL_AVG
 
 # Fields a sweep may not vary: the budget sets M, the spec sets the experiment, seeds and
 # checkpoints (`study` is the experiment's name in isolab 0.1 configs).
@@ -114,7 +115,7 @@ class SweepSpec:
     seeds: tuple[int, ...] = (0,)
     eval_points: int = 4
     eval_ratio: float = 2.0
-    metric: str = "eval/avg@4"
+    metric: str = EVAL_AVG
     resources: Resources = field(default_factory=Resources)
     timing: Timing = field(default_factory=Timing)
     description: str = ""

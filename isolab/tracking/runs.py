@@ -29,17 +29,15 @@ from typing import Any, BinaryIO
 import polars as pl
 
 from isolab import tracking
-from isolab.config import param_types
 from isolab.paths import default_db, name_path
+from isolab.table import param_types
 from isolab.tracking import leases
+from isolab.vocab import METRIC_PREFIXES
 
 logger = logging.getLogger(__name__)
 
 SNAPSHOT_FILE = "runs.parquet"
 SNAPSHOT_META = "snapshot.json"
-# cumulative model FLOPs (flops/), hardware FLOPs with recompute (flops_hw/), compute/, eval/;
-# per-step values (flops_step/) and TRL's own metrics are left out
-METRIC_PREFIXES = ("compute/", "flops/", "flops_hw/", "eval/")
 KIND_TAG = tracking.KIND_TAG  # "sweep" parents and "analysis" runs hold no training results
 
 # MLflow stores params as strings; these get their types back (from `RunConfig`'s field types).

@@ -20,8 +20,9 @@ import numpy as np
 import polars as pl
 
 from isolab.synthetic import null_means, simulate_world
-from isolab.verdicts.claims import CLAIMS, MODEL_BASED, RULE_BASED, verdict
+from isolab.verdicts.claims import CLAIMS, verdict
 from isolab.verdicts.noise import METRICS, noise_model, seed_share
+from isolab.vocab import EVAL_AVG, EVAL_BEST, EVAL_WORST, MODEL_BASED, RHO, ROLLOUTS, RULE_BASED
 
 Data = dict[str, pl.DataFrame]
 #: Groups whose curves differ in the null world (never an effect of the claims).
@@ -62,7 +63,7 @@ def _is(df: pl.DataFrame, column: str, value) -> np.ndarray:
 def _arm(split: str, factor: str, value, size: float):
     def add(_: str, df: pl.DataFrame) -> dict[str, np.ndarray]:
         on = _is(df, "split", split) & _is(df, factor, value)
-        return {"eval/avg@4": size * on * _frac(df)}
+        return {EVAL_AVG: size * on * _frac(df)}
 
     return add
 
@@ -71,7 +72,7 @@ def _lr(size: float):
     def add(_: str, df: pl.DataFrame) -> dict[str, np.ndarray]:
         base = df["B_base"][0] if "B_base" in df.columns else 64
         on = _is(df, "lr_scaling", "sqrt") & (df["B"] != base).to_numpy()
-        return {"eval/avg@4": size * on * _frac(df)}
+        return {EVAL_AVG: size * on * _frac(df)}
 
     return add
 
@@ -79,8 +80,8 @@ def _lr(size: float):
 def _interaction(split: str, size: float, power_c: int = 1):
     def add(_: str, df: pl.DataFrame) -> dict[str, np.ndarray]:
         on = _is(df, "split", split)
-        xn, xc = _centred_log2(df, "n"), _centred_log2(df, "compute/rollouts")
-        return {"eval/avg@4": size * on * xn * xc**power_c * (df["step"] > 0).to_numpy()}
+        xn, xc = _centred_log2(df, "n"), _centred_log2(df, ROLLOUTS)
+        return {EVAL_AVG: size * on * xn * xc**power_c * (df["step"] > 0).to_numpy()}
 
     return add
 
@@ -89,7 +90,7 @@ def _optimum(v_easy: float, v_hard: float, curvature: float = 0.012):
     def add(_: str, df: pl.DataFrame) -> dict[str, np.ndarray]:
         log_n = np.log2(df["n"].to_numpy().astype(float))
         vertex = np.where(_is(df, "split", "easy"), v_easy, v_hard)
-        return {"eval/avg@4": -curvature * (log_n - vertex) ** 2 * _frac(df)}
+        return {EVAL_AVG: -curvature * (log_n - vertex) ** 2 * _frac(df)}
 
     return add
 
@@ -97,19 +98,19 @@ def _optimum(v_easy: float, v_hard: float, curvature: float = 0.012):
 def _gap(split: str, size: float):
     def add(_: str, df: pl.DataFrame) -> dict[str, np.ndarray]:
         g = size / 2 * _is(df, "split", split) * _centred_log2(df, "n") * _frac(df)
-        return {"eval/worst@4": g, "eval/best@4": -g}
+        return {EVAL_WORST: g, EVAL_BEST: -g}
 
     return add
 
 
 def _rho(size: float):
     def add(_: str, df: pl.DataFrame) -> dict[str, np.ndarray]:
-        rho = df["compute/rho"].fill_null(0.0).to_numpy().astype(float)
+        rho = df[RHO].fill_null(0.0).to_numpy().astype(float)
         rule = df["reward"].is_in(list(RULE_BASED)).to_numpy()
         model = df["reward"].is_in(list(MODEL_BASED)).to_numpy()
         centred = rho - np.array([rho[df["reward"].to_numpy() == r].mean() for r in df["reward"]])
         slope = np.where(rule, size / 2, np.where(model, -size / 2, 0.0))
-        return {"eval/avg@4": slope * centred * 10 * _frac(df)}
+        return {EVAL_AVG: slope * centred * 10 * _frac(df)}
 
     return add
 
@@ -119,9 +120,9 @@ def _race(curvature: float):
     systems, at 0.1 for model-based ones."""
 
     def add(_: str, df: pl.DataFrame) -> dict[str, np.ndarray]:
-        rho = df["compute/rho"].fill_null(0.5).to_numpy().astype(float)
+        rho = df[RHO].fill_null(0.5).to_numpy().astype(float)
         peak = np.where(df["reward"].is_in(list(RULE_BASED)).to_numpy(), 0.9, 0.1)
-        return {"eval/avg@4": -curvature * (rho - peak) ** 2 * _frac(df)}
+        return {EVAL_AVG: -curvature * (rho - peak) ** 2 * _frac(df)}
 
     return add
 
@@ -131,7 +132,7 @@ def _size(size: float):
         models = sorted(df["model"].unique().to_list())
         slope = {m: size * (i / max(len(models) - 1, 1) - 0.5) for i, m in enumerate(models)}
         s = np.array([slope[m] for m in df["model"].to_list()])
-        return {"eval/avg@4": s * _centred_log2(df, "n") * _frac(df)}
+        return {EVAL_AVG: s * _centred_log2(df, "n") * _frac(df)}
 
     return add
 

@@ -13,15 +13,14 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from isolab.table import one_pool
 from isolab.verdicts import tests
-from isolab.verdicts.frames import one_pool
 from isolab.verdicts.model import Verdict, decide
 from isolab.verdicts.tests import TestResult
+from isolab.vocab import EVAL_AVG, EVAL_BEST, EVAL_WORST, MODEL_BASED, RHO, ROLLOUTS, RULE_BASED
 
-Y = "eval/avg@4"
-X = "compute/rollouts"
-RULE_BASED = ("sparse", "structured", "dense")
-MODEL_BASED = ("orm", "prm", "proxy-prm")
+Y = EVAL_AVG
+X = ROLLOUTS
 
 Data = dict[str, pl.DataFrame]
 
@@ -103,14 +102,14 @@ def _n_vs_steps(split: str, term: str) -> Callable[[Data], TestResult]:
 def _metric_gap(split: str) -> Callable[[Data], TestResult]:
     def run(data: Data) -> TestResult:
         df = _split(_combined(data, "main", "long"), split)
-        return tests.gap_slope(df, "eval/worst@4", "eval/best@4", "n", X, _covariates(df, "B_p"))
+        return tests.gap_slope(df, EVAL_WORST, EVAL_BEST, "n", X, _covariates(df, "B_p"))
 
     return run
 
 
 def _rho_rule_vs_model(data: Data) -> TestResult:
     return tests.slope_difference(
-        data["full"], Y, "compute/rho", "reward", RULE_BASED, MODEL_BASED, scale=10.0
+        data["full"], Y, RHO, "reward", RULE_BASED, MODEL_BASED, scale=10.0
     )
 
 

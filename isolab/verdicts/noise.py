@@ -18,10 +18,12 @@ import numpy as np
 import polars as pl
 
 from isolab.metrics import best_at_k, worst_at_k
+from isolab.table import final_rows, with_cell
 from isolab.tracking.runs import COUNTS
-from isolab.verdicts.frames import cell_fit, final_rows, pooled_seed_variance, with_cell
+from isolab.verdicts.frames import cell_fit, pooled_seed_variance
+from isolab.vocab import DEFAULT_METRICS, EVAL_AVG, EVAL_WORST
 
-METRICS = ("eval/avg@4", "eval/best@4", "eval/worst@4")
+METRICS = DEFAULT_METRICS
 
 
 @dataclass(frozen=True)
@@ -103,8 +105,8 @@ def noise_model(df: pl.DataFrame, metrics: tuple[str, ...] = METRICS) -> dict[st
     rows = final_rows(df, metrics[0])
     P = int(rows["eval_problems"].min()) if "eval_problems" in rows.columns else 64
     K = int(rows["eval_k_samples"].min()) if "eval_k_samples" in rows.columns else 8
-    avg = float(rows["eval/avg@4"].mean()) if "eval/avg@4" in rows.columns else math.nan
-    worst = float(rows["eval/worst@4"].mean()) if "eval/worst@4" in rows.columns else math.nan
+    avg = float(rows[EVAL_AVG].mean()) if EVAL_AVG in rows.columns else math.nan
+    worst = float(rows[EVAL_WORST].mean()) if EVAL_WORST in rows.columns else math.nan
     has_counts = COUNTS in rows.columns and rows[COUNTS].null_count() < rows.height
     for m in metrics:
         if m not in rows.columns:
@@ -128,7 +130,7 @@ def eval_variance(rows: pl.DataFrame, metric: str) -> float:
     return noise[metric].eval_sd ** 2 if metric in noise else 0.0
 
 
-def seed_share(df: pl.DataFrame, metric: str = "eval/avg@4") -> float:
+def seed_share(df: pl.DataFrame, metric: str = EVAL_AVG) -> float:
     """Share of the training part of the seed-to-seed variance of final `metric` that runs of
     one seed have in common (their data order and sampling draws): (variance within
     configurations − residual variance of configuration + seed) / (variance within

@@ -27,15 +27,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from isolab.verdicts.frames import (
-    cell_fit,
-    final_rows,
-    pooled_seed_variance,
-    run_column,
-    with_cell,
-)
+from isolab.table import final_rows, run_column, with_cell
+from isolab.verdicts.frames import cell_fit, pooled_seed_variance
 from isolab.verdicts.model import ALPHA, holm, min_detectable, t_test
 from isolab.verdicts.noise import eval_variance
+from isolab.vocab import FLOPS_TOTAL, RHO, ROLLOUTS
 
 
 @dataclass(frozen=True)
@@ -337,7 +333,7 @@ def curve_interaction(
     df: pl.DataFrame,
     metric: str,
     x: str = "n",
-    compute: str = "compute/rollouts",
+    compute: str = ROLLOUTS,
     covariates: Sequence[str] = (),
     term: str = "linear",
 ) -> TestResult:
@@ -366,7 +362,7 @@ def gap_slope(
     high: str,
     low: str,
     x: str = "n",
-    compute: str = "compute/rollouts",
+    compute: str = ROLLOUTS,
     covariates: Sequence[str] = (),
 ) -> TestResult:
     """How much more `high` than `low` rises per doubling of `x`: each run's mean of
@@ -386,7 +382,7 @@ def optimum_difference(
     b: pl.DataFrame,
     metric: str,
     x: str = "n",
-    compute: str = "compute/rollouts",
+    compute: str = ROLLOUTS,
     covariates: Sequence[str] = (),
 ) -> TestResult:
     """log2 of the best x at the largest compute, table `a` minus table `b`.
@@ -530,7 +526,7 @@ def regime_calls(df: pl.DataFrame, metric: str, system: str = "reward") -> dict[
 
     rows = with_cell(final_rows(df, metric))
     shares = [
-        (pl.col(f"flops/{c}") / pl.col("flops/total")).alias(f"share_{c}")
+        (pl.col(f"flops/{c}") / pl.col(FLOPS_TOTAL)).alias(f"share_{c}")
         for c in ("search", "reward")
         if f"flops/{c}" in rows.columns
     ]
@@ -541,7 +537,7 @@ def regime_calls(df: pl.DataFrame, metric: str, system: str = "reward") -> dict[
     for (name,), grp in rows.group_by([system], maintain_order=True):
         cells = grp.group_by("cell").agg(
             pl.col(metric).mean().alias("mean"), pl.len().alias("n"),
-            pl.col("compute/rho").mean().alias("rho"),
+            pl.col(RHO).mean().alias("rho"),
             *[pl.col(c).mean() for c in ("share_search", "share_reward") if c in grp.columns],
         ).sort("mean", descending=True)  # fmt: skip
         regimes = [

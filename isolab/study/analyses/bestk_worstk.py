@@ -22,6 +22,7 @@ from isolab.study.analyses.report import (
     splits_of,
 )
 from isolab.verdicts import claims
+from isolab.vocab import EVAL_WORST
 
 
 def _by_n_at_budget(sdf: pl.DataFrame, metrics: list[str]) -> pl.DataFrame:
@@ -82,6 +83,6 @@ def bestk_worstk(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
         )
     rep.figures["metric_effect"] = plots.tidy(fig_e)
     rep.figures["by_n"] = plots.tidy(fig_b)
-    add_noise(rep, data["main"], "eval/worst@4")
+    add_noise(rep, data["main"], EVAL_WORST)
     rep.add_verdicts(claims.evaluate("bestk-worstk", data))
     return rep

@@ -11,6 +11,7 @@ import polars as pl
 from isolab import frontier as fr
 from isolab import plots
 from isolab.study.analyses.report import Report, figure_row
+from isolab.vocab import FLOPS_TOTAL, RHO
 
 
 def settings(df: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
@@ -91,9 +92,9 @@ def frontier_report(
             rep.summary += [f"note{title}: {note}" for note in rec.notes]
         else:
             rep.summary.append(f"no recommendation{title}: {res.reason}")
-    if {"flops/total", "compute/rho", "reward"} <= set(df.columns):
-        finite = df.filter(pl.col("compute/rho").is_finite())
-        if finite["compute/rho"].round(2).n_unique() >= 3:
+    if {FLOPS_TOTAL, RHO, "reward"} <= set(df.columns):
+        finite = df.filter(pl.col(RHO).is_finite())
+        if finite[RHO].round(2).n_unique() >= 3:
             rho = fr.rho_frontier(df, band, y=metric, n_boot=n_boot)
             rep.tables["rho_frontier"] = rho.fits
             fig, (ax,) = figure_row(1, 7.0, 4.5)

@@ -8,6 +8,7 @@ from isolab import plots
 from isolab.study import summaries
 from isolab.study.analyses.report import Report, Y, add_noise, figure_row, fmt, fmt_sig
 from isolab.verdicts import claims
+from isolab.vocab import FLOPS_TOTAL
 
 
 def model_size(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
@@ -29,8 +30,8 @@ def model_size(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
     rep.tables["best_per_model"] = best
     fig, axes = figure_row(2)
     axes[0].set_xscale("log")
-    cur = summaries.curves(df, ["model", "n"], "flops/total", Y)
-    plots.plot_curves(cur, axes[0], x="flops/total", y=Y, by="model", style="n")
+    cur = summaries.curves(df, ["model", "n"], FLOPS_TOTAL, Y)
+    plots.plot_curves(cur, axes[0], x=FLOPS_TOTAL, y=Y, by="model", style="n")
     plots.plot_bought(best, axes[1], by="model")
     axes[1].set_title("what the budget bought (best n per model)", fontsize="small")
     rep.figures["model_size"] = plots.tidy(fig)

@@ -20,8 +20,8 @@ from isolab.study.analyses.report import (
     n_boot,
     splits_of,
 )
+from isolab.table import one_pool
 from isolab.verdicts import claims
-from isolab.verdicts.frames import one_pool
 
 
 def combined(data: dict[str, pl.DataFrame]) -> pl.DataFrame:

@@ -12,10 +12,10 @@ from matplotlib.figure import Figure
 
 from isolab.verdicts import Verdict
 from isolab.verdicts.model import CI_LEVEL
+from isolab.vocab import EVAL_AVG, ROLLOUTS
 
-Y = "eval/avg@4"
-X = "compute/rollouts"
-RULE_BASED = ("sparse", "structured", "dense")
+Y = EVAL_AVG
+X = ROLLOUTS
 
 
 @dataclass
@@ -121,7 +121,7 @@ def n_boot(scale: str) -> int:
     return 50 if scale == "smoke" else 200
 
 
-def add_noise(rep: Report, df: pl.DataFrame, metric: str = "eval/avg@4") -> None:
+def add_noise(rep: Report, df: pl.DataFrame, metric: str = EVAL_AVG) -> None:
     """The noise of one run's final `metric` per split (evaluation sampling, seed to seed) into
     the findings and a summary sentence: the scale every comparison of the report is read on."""
     from isolab.verdicts.noise import noise_model

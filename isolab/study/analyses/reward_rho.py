@@ -9,6 +9,7 @@ from isolab import plots
 from isolab.study.analyses.report import Report, Y, add_noise, figure_row, fmt, n_boot
 from isolab.verdicts import claims
 from isolab.verdicts.tests import regime_calls
+from isolab.vocab import FLOPS_TOTAL, RHO
 
 
 def _flop_shares(df: pl.DataFrame) -> pl.DataFrame:
@@ -19,10 +20,10 @@ def _flop_shares(df: pl.DataFrame) -> pl.DataFrame:
         last.group_by("reward", "num_iterations")
         .agg(
             pl.col(Y).mean().alias("final"),
-            pl.col("compute/rho").mean().alias("rho"),
-            pl.col("flops/total").mean().alias("flops"),
+            pl.col(RHO).mean().alias("rho"),
+            pl.col(FLOPS_TOTAL).mean().alias("flops"),
             *[
-                (pl.col(f"flops/{c}") / pl.col("flops/total")).mean().alias(f"share_{c}")
+                (pl.col(f"flops/{c}") / pl.col(FLOPS_TOTAL)).mean().alias(f"share_{c}")
                 for c in ("search", "learning", "reward")
             ],
             pl.col(key).n_unique().alias("n_seeds"),

@@ -1,0 +1,191 @@
+"""The runs table's shape: which columns define a configuration, the types MLflow's strings
+are cast back to, and the frame helpers every analysis shares (columns present, finite rows,
+seed averages, each run's final row, one training pool). Bottom layer (with `config`)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import fields
+from typing import Any
+
+import polars as pl
+
+from isolab.config import RunConfig
+from isolab.vocab import RUN_ID, RUN_KEY, STEP
+
+logger = logging.getLogger(__name__)
+
+
+# ---- the schema ---------------------------------------------------------------------------------
+#: Fields that say where a run is logged, how it is seeded, evaluated or executed, not which RL
+#: it does; every other field (and the derived B, lr, beta, entropy_coef) defines a
+#: configuration, the unit over which seeds are averaged.
+BOOKKEEPING_FIELDS = (
+    "experiment",
+    "seed",
+    "generation",
+    "gradient_checkpointing",
+    "eval_every",
+    "eval_at_rollouts",
+    "eval_problems",
+    "eval_k_samples",
+    "eval_ks",
+    "pool_size",
+    "data_dir",
+    "trust_remote_code",
+    "extra",
+)
+#: The values `RunConfig.resolved()` adds to the fields, with their types.
+DERIVED_TYPES: dict[str, type] = {
+    "B": int,
+    "rollouts": int,
+    "lr": float,
+    "beta": float,
+    "entropy_coef": float,
+}
+
+
+def config_columns() -> tuple[str, ...]:
+    """The columns of a runs table that define a configuration (see `BOOKKEEPING_FIELDS`)."""
+    names = [f.name for f in fields(RunConfig) if f.name not in BOOKKEEPING_FIELDS]
+    return tuple(dict.fromkeys([*names, *DERIVED_TYPES]))
+
+
+def param_types() -> dict[str, type]:
+    """The type of every logged param (`RunConfig.resolved()`) that is a scalar number: what
+    the runs table casts MLflow's strings back to."""
+    out: dict[str, type] = {}
+    for f in fields(RunConfig):
+        kind = str(f.type).replace(" | None", "")
+        if kind in ("int", "float"):
+            out[f.name] = int if kind == "int" else float
+    return {**out, **DERIVED_TYPES}
+
+
+# Columns that define a configuration (everything swept except the seed): those present in a
+# frame are what seeds are averaged over.
+CONFIG_COLUMNS = config_columns()
+# Columns that must hold one value for an n*(C) or trade-off analysis to mean anything.
+SETTING_COLUMNS = ("model", "task", "split", "reward")
+
+
+# ---- frame helpers ------------------------------------------------------------------------------
+def to_polars(df: Any) -> pl.DataFrame:
+    """Accept polars (eager or lazy) or pandas; return an eager polars frame."""
+    if isinstance(df, pl.LazyFrame):
+        return df.collect()
+    if isinstance(df, pl.DataFrame):
+        return df
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - pandas is a dependency
+        pd = None
+    if pd is not None and isinstance(df, pd.DataFrame):
+        return pl.from_pandas(df)
+    raise TypeError(f"expected a polars or pandas DataFrame, got {type(df).__name__}")
+
+
+def require(df: pl.DataFrame, *columns: str) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(
+            f"column(s) {missing} not in the runs table; it has: {sorted(df.columns)}. "
+            "Load runs with isolab.tracking.runs.load_runs or pass x=/y= naming existing columns."
+        )
+
+
+def finite_rows(df: pl.DataFrame, *columns: str, context: str = "") -> pl.DataFrame:
+    """Rows where every column is finite; logs how many were dropped."""
+    cond = pl.lit(True)
+    for c in columns:
+        cond = cond & pl.col(c).is_not_null() & pl.col(c).cast(pl.Float64).is_finite()
+    out = df.filter(cond)
+    if out.height < df.height:
+        logger.info(
+            "%sdropped %d of %d rows with missing or NaN %s",
+            f"{context}: " if context else "",
+            df.height - out.height,
+            df.height,
+            ", ".join(columns),
+        )
+    return out
+
+
+def id_columns(df: pl.DataFrame) -> list[str]:
+    return [c for c in ("run_key", "n", "B_p", "M", "step", "seed") if c in df.columns]
+
+
+def check_single_setting(df: pl.DataFrame, what: str) -> None:
+    mixed = {
+        c: sorted(map(str, df[c].unique().to_list()))
+        for c in SETTING_COLUMNS
+        if c in df.columns and df[c].n_unique() > 1
+    }
+    if mixed:
+        parts = "; ".join(f"{c} ∈ {v}" for c, v in mixed.items())
+        raise ValueError(
+            f"{what} compares allocations within one setting, but the table mixes {parts}: "
+            "filter it to one value of each first (e.g. df.filter(pl.col('split') == 'easy'))."
+        )
+
+
+def seed_average(df: pl.DataFrame, x: str, y: str) -> pl.DataFrame:
+    """Mean of `y` over seeds at each (configuration, step); `x` averaged alongside."""
+    cfg = [c for c in CONFIG_COLUMNS if c in df.columns]
+    key = [*cfg, "step"] if "step" in df.columns else [*cfg, x]
+    aggs = [pl.col(y).mean(), pl.len().alias("n_seeds")]
+    if x not in key:
+        aggs.append(pl.col(x).mean())
+    return df.group_by(key).agg(aggs).sort([*cfg, x])
+
+
+def run_column(df: pl.DataFrame) -> str:
+    return RUN_KEY if RUN_KEY in df.columns else RUN_ID
+
+
+def with_cell(df: pl.DataFrame) -> pl.DataFrame:
+    """`cell`: the configuration of each row (every config column present but the seed)."""
+    cols = [c for c in CONFIG_COLUMNS if c in df.columns and df[c].n_unique() > 1]
+    if not cols:
+        return df.with_columns(cell=pl.lit("all"))
+    return df.with_columns(
+        cell=pl.concat_str([pl.col(c).cast(pl.String) for c in cols], separator="|")
+    )
+
+
+def final_rows(df: pl.DataFrame, metric: str) -> pl.DataFrame:
+    """Each run's last evaluation with a finite `metric`."""
+    key = run_column(df)
+    ok = df.filter(pl.col(metric).is_finite())
+    return ok.filter(pl.col(STEP) == pl.col(STEP).max().over(key))
+
+
+def trained_rows(df: pl.DataFrame, metric: str) -> pl.DataFrame:
+    """Evaluations after training began (step > 0): every run starts from the same base, so its
+    step-0 evaluation carries no effect of the configuration."""
+    return df.filter(pl.col(metric).is_finite() & (pl.col(STEP) > 0))
+
+
+def _pool(df: pl.DataFrame) -> pl.Expr:
+    return pl.col("train_limit") if "train_limit" in df.columns else pl.lit(None, pl.Int64)
+
+
+def one_pool(frames: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Several sweeps' runs tables as one, keeping the runs trained on the first table's pool
+    (its `train_limit`, None = every training problem): a run trained on a cut pool answers
+    another question. Returns (the combined runs, the runs left out)."""
+    if not any(df.height for df in frames):
+        raise ValueError("no runs to combine")
+    first = frames[0]  # its pool decides, even when it has no runs yet (then: every problem)
+    limit = first["train_limit"][0] if "train_limit" in first.columns and first.height else None
+    kept, left = [first], []
+    for df in frames[1:]:
+        if not df.height:
+            continue
+        same = df.select(_pool(df).eq_missing(pl.lit(limit, pl.Int64))).to_series()
+        kept.append(df.filter(same))
+        left.append(df.filter(~same))
+    combined = pl.concat(kept, how="diagonal_relaxed") if len(kept) > 1 else kept[0]
+    out = [d for d in left if d.height]
+    rest = pl.concat(out, how="diagonal_relaxed") if out else first.clear()
+    return combined, rest

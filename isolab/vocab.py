@@ -1,0 +1,80 @@
+"""The runs table's vocabulary: every column, tag and status name that more than one module
+reads or writes, defined once. Bottom layer: imports nothing of isolab.
+
+A runs table (`isolab.tracking.runs.load_runs`) has one row per (run, evaluation step):
+
+- the run's configuration (`RunConfig`'s fields, as `isolab.table.config_columns()` lists them),
+- bookkeeping (`RUN_KEY`, `RUN_ID`, `STEP`, status and times),
+- cumulative compute (`ROLLOUTS`, `FLOPS_TOTAL` and the ledger's split, `RHO`),
+- evaluations (`EVAL_AVG` …, written `eval/<stat>@<k>`: see `eval_metric`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+# ---- evaluation metrics -------------------------------------------------------------------------
+EVAL_PREFIX = "eval/"
+#: The statistics of k samples per problem that an evaluation logs (`isolab.metrics`).
+EVAL_STATS = ("avg", "best", "worst")
+
+
+def eval_metric(stat: str, k: int) -> str:
+    """`eval/<stat>@<k>`, e.g. ``eval_metric("avg", 4) == "eval/avg@4"``."""
+    return f"{EVAL_PREFIX}{stat}@{k}"
+
+
+EVAL_AVG = eval_metric("avg", 4)  # mean accuracy over 4 samples: the papers' main y-axis
+EVAL_BEST = eval_metric("best", 4)  # best@4 (pass@4): a problem counts if any sample is right
+EVAL_WORST = eval_metric("worst", 4)  # worst@4: a problem counts only if every sample is right
+#: The metrics the analyses read by default, in the order they report them.
+DEFAULT_METRICS = (EVAL_AVG, EVAL_BEST, EVAL_WORST)
+
+# ---- compute ------------------------------------------------------------------------------------
+#: C = B_p · n · M rollouts so far: the IsoCompute Playbook's compute axis.
+ROLLOUTS = "compute/rollouts"
+TOKENS = "compute/tokens"
+#: ρ = learning / (search + learning + reward) FLOPs, cumulative; RHO_STEP is the last step's.
+RHO = "compute/rho"
+RHO_STEP = "compute/rho_step"
+#: Cumulative model FLOPs by component (isolab.compute.ledger); FLOPS_HW_* count recompute too.
+FLOPS_TOTAL = "flops/total"
+FLOPS_SEARCH = "flops/search"
+FLOPS_LEARNING = "flops/learning"
+FLOPS_REWARD = "flops/reward"
+FLOPS_EVAL = "flops/eval"
+FLOPS_HW_TOTAL = "flops_hw/total"
+FLOPS_HW_LEARNING = "flops_hw/learning"
+#: The compute axes an analysis may put on x.
+COMPUTE_AXES = (ROLLOUTS, FLOPS_TOTAL)
+DEFAULT_X = ROLLOUTS
+DEFAULT_Y = EVAL_AVG
+#: Cumulative model FLOPs (flops/), hardware FLOPs with recompute (flops_hw/), compute/, eval/:
+#: the metric families a runs table keeps (per-step flops_step/ and TRL's own are left out).
+METRIC_PREFIXES = ("compute/", "flops/", "flops_hw/", EVAL_PREFIX)
+
+# ---- reward systems -----------------------------------------------------------------------------
+#: Rule-based rewards: a verifier's check, no model in the loop, no reward FLOPs.
+RULE_BASED = ("sparse", "structured", "dense")
+#: Rewards that run (or charge) a reward model's forward passes (isolab.rl.rewards).
+MODEL_BASED = ("orm", "prm", "proxy-prm")
+REWARDS = (*RULE_BASED, *MODEL_BASED)
+
+# ---- bookkeeping columns ------------------------------------------------------------------------
+#: A run's identity across stores and re-runs: a digest of its resolved configuration.
+RUN_KEY = "run_key"
+RUN_ID = "run_id"  # MLflow's id of one execution of a run key
+STEP = "step"  # optimizer steps done at an evaluation (0: before training)
+SEED = "seed"
+
+# ---- statuses -----------------------------------------------------------------------------------
+#: MLflow's run statuses as isolab uses them: RUNNING while a process works on the run.
+RunStatus = Literal["RUNNING", "FINISHED", "FAILED", "KILLED"]
+RUNNING: RunStatus = "RUNNING"
+FINISHED: RunStatus = "FINISHED"
+FAILED: RunStatus = "FAILED"
+KILLED: RunStatus = "KILLED"
+#: What a sweep reports for one point: a run status, or SKIPPED when the store already held
+#: the point FINISHED (nothing was run).
+PointStatus = Literal["RUNNING", "FINISHED", "FAILED", "KILLED", "SKIPPED"]
+SKIPPED: PointStatus = "SKIPPED"
