@@ -3,9 +3,10 @@ is a false call) and with a planted effect of the paper's sign (an `agrees` is a
 
 A world keeps the real design of a study (its runs table: configurations, seeds, compute
 checkpoints) and replaces the metrics by a mean plus noise at the levels the design measured
-(`isolab.verdicts.noise.noise_model`, per split): the null mean is the design's own mean
-learning curve of each group (split, reward system or model size), identical for every
-configuration; the planted world adds one effect per claim, stated in `PLANTS`.
+(`isolab.verdicts.noise.noise_model`, per split), drawn by `isolab.verdicts.worlds`: the null
+mean is the design's own mean learning curve of each group (split, reward system or model
+size), identical for every configuration; the planted world adds one effect per claim, stated
+in `PLANTS`.
 `benchmarks/verdict_calibration.py` prints the false-call rate and the power of every claim.
 """
 
@@ -19,9 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from isolab.synthetic import null_means, simulate_world
 from isolab.verdicts.claims import CLAIMS, verdict
 from isolab.verdicts.noise import METRICS, noise_model, seed_share
+from isolab.verdicts.worlds import null_means, simulate_world
 from isolab.vocab import EVAL_AVG, EVAL_BEST, EVAL_WORST, MODEL_BASED, RHO, ROLLOUTS, RULE_BASED
 
 Data = dict[str, pl.DataFrame]
@@ -138,34 +139,74 @@ def _size(size: float):
 
 
 PLANTS: dict[str, Plant] = {
-    "healthy.kl_entropy_easy": Plant(0.06, "KL + entropy on lifts Easy avg@4 by 0.06 by the end",
-                                     _arm("easy", "recipe", "kl_entropy", 0.06)),
-    "healthy.kl_entropy_hard": Plant(-0.03, "KL + entropy on lowers Hard avg@4 by 0.03",
-                                     _arm("hard", "recipe", "kl_entropy", -0.03)),
-    "healthy.lr_sqrt": Plant(0.05, "sqrt scaling lifts final avg@4 by 0.05 where B ≠ B_base",
-                             _lr(0.05)),
-    "nstar.grows_easy": Plant(0.004, "log2 n × log2 C interaction of 0.004 on Easy",
-                              _interaction("easy", 0.004)),
-    "nstar.grows_hard": Plant(0.002, "log2 n × log2 C interaction of 0.002 on Hard",
-                              _interaction("hard", 0.002)),
+    "healthy.kl_entropy_easy": Plant(
+        size=0.06,
+        describe="KL + entropy on lifts Easy avg@4 by 0.06 by the end",
+        add=_arm("easy", "recipe", "kl_entropy", 0.06),
+    ),
+    "healthy.kl_entropy_hard": Plant(
+        size=-0.03,
+        describe="KL + entropy on lowers Hard avg@4 by 0.03",
+        add=_arm("hard", "recipe", "kl_entropy", -0.03),
+    ),
+    "healthy.lr_sqrt": Plant(
+        size=0.05,
+        describe="sqrt scaling lifts final avg@4 by 0.05 where B ≠ B_base",
+        add=_lr(0.05),
+    ),
+    "nstar.grows_easy": Plant(
+        size=0.004,
+        describe="log2 n × log2 C interaction of 0.004 on Easy",
+        add=_interaction("easy", 0.004),
+    ),
+    "nstar.grows_hard": Plant(
+        size=0.002,
+        describe="log2 n × log2 C interaction of 0.002 on Hard",
+        add=_interaction("hard", 0.002),
+    ),
     "nstar.easy_above_hard": Plant(
-        3.0, "reward concave in log2 n (−0.012 per doubling²), best n 32 on Easy, 4 on Hard",
-        _optimum(5.0, 2.0), null_add=_optimum(3.5, 3.5)),
-    "nvsbp.more_n_with_steps": Plant(0.005, "log2 n × log2 C interaction of 0.005 on Easy",
-                                     _interaction("easy", 0.005)),
-    "nvsbp.nonmonotone_hard": Plant(0.003, "log2 n × (log2 C)² term of 0.003 on Hard",
-                                    _interaction("hard", 0.003, power_c=2)),
-    "bestk.worst_easy": Plant(0.01, "per doubling of n, worst@4 − best@4 rises 0.01 on Easy",
-                              _gap("easy", 0.01)),
-    "bestk.best_hard": Plant(-0.01, "per doubling of n, worst@4 − best@4 falls 0.01 on Hard",
-                             _gap("hard", -0.01)),
-    "rho.rule_above_model": Plant(0.03, "per +0.1 of ρ, rule-based avg@4 gains 0.03 more than "
-                                        "model-based", _rho(0.03)),
-    "rho.race_same_regime": Plant(1.0, "reward concave in ρ (−2 per unit²), peak at 0.9 for "
-                                       "rule-based and 0.1 for model-based systems", _race(2.0)),
-    "size.best_n_depends": Plant(0.03, "slopes in log2 n that differ by 0.03 from the smallest "
-                                       "to the largest model", _size(0.03)),
-}  # fmt: skip
+        size=3.0,
+        describe="reward concave in log2 n (−0.012 per doubling²), best n 32 on Easy, 4 on Hard",
+        add=_optimum(5.0, 2.0),
+        null_add=_optimum(3.5, 3.5),
+    ),
+    "nvsbp.more_n_with_steps": Plant(
+        size=0.005,
+        describe="log2 n × log2 C interaction of 0.005 on Easy",
+        add=_interaction("easy", 0.005),
+    ),
+    "nvsbp.nonmonotone_hard": Plant(
+        size=0.003,
+        describe="log2 n × (log2 C)² term of 0.003 on Hard",
+        add=_interaction("hard", 0.003, power_c=2),
+    ),
+    "bestk.worst_easy": Plant(
+        size=0.01,
+        describe="per doubling of n, worst@4 − best@4 rises 0.01 on Easy",
+        add=_gap("easy", 0.01),
+    ),
+    "bestk.best_hard": Plant(
+        size=-0.01,
+        describe="per doubling of n, worst@4 − best@4 falls 0.01 on Hard",
+        add=_gap("hard", -0.01),
+    ),
+    "rho.rule_above_model": Plant(
+        size=0.03,
+        describe="per +0.1 of ρ, rule-based avg@4 gains 0.03 more than model-based",
+        add=_rho(0.03),
+    ),
+    "rho.race_same_regime": Plant(
+        size=1.0,
+        describe="reward concave in ρ (−2 per unit²), peak at 0.9 for rule-based and 0.1 for "
+        "model-based systems",
+        add=_race(2.0),
+    ),
+    "size.best_n_depends": Plant(
+        size=0.03,
+        describe="slopes in log2 n that differ by 0.03 from the smallest to the largest model",
+        add=_size(0.03),
+    ),
+}
 
 
 def noise_levels(df: pl.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -224,10 +265,13 @@ def calibrate(
     claim = CLAIMS[claim_id]
     plant = PLANTS[claim_id]
     noise = {name: noise_levels(df) for name, df in data.items()}
-    shares = {name: seed_shares(df) if shared_seeds else np.zeros(df.height)
-              for name, df in data.items()}  # fmt: skip
-    means = {name: null_means(df, [m for m in METRICS if m in df.columns], GROUPS)
-             for name, df in data.items()}  # fmt: skip
+    shares = {
+        name: seed_shares(df) if shared_seeds else np.zeros(df.height) for name, df in data.items()
+    }
+    means = {
+        name: null_means(df, [m for m in METRICS if m in df.columns], GROUPS)
+        for name, df in data.items()
+    }
     add = plant.add if planted else plant.null_add
     calls: Counter = Counter()
     for s in range(sims):

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import polars as pl
 
 from isolab.table import one_pool
-from isolab.verdicts import tests
-from isolab.verdicts.model import Verdict, decide
-from isolab.verdicts.tests import TestResult
+from isolab.verdicts import contrasts, curves, race, slopes
+from isolab.verdicts.result import StatResult
+from isolab.verdicts.verdict import Verdict, decide
 from isolab.vocab import EVAL_AVG, EVAL_BEST, EVAL_WORST, MODEL_BASED, RHO, ROLLOUTS, RULE_BASED
 
 Y = EVAL_AVG
@@ -45,7 +45,7 @@ class Claim:
     split: str | None
     expected: str
     unit: str
-    run: Callable[[Data], TestResult]
+    run: Callable[[Data], StatResult]
 
 
 def _split(df: pl.DataFrame, split: str | None) -> pl.DataFrame:
@@ -53,7 +53,7 @@ def _split(df: pl.DataFrame, split: str | None) -> pl.DataFrame:
 
 
 def _combined(data: Data, *names: str) -> pl.DataFrame:
-    """The named sweeps as one table, on the first one's training pool (`frames.one_pool`)."""
+    """The named sweeps as one table, on the first one's training pool (`isolab.table.one_pool`)."""
     return one_pool([data[n] for n in names if n in data])[0]
 
 
@@ -61,64 +61,64 @@ def _covariates(df: pl.DataFrame, *names: str) -> tuple[str, ...]:
     return tuple(c for c in names if c in df.columns and df[c].n_unique() > 1)
 
 
-def _regularisers(split: str) -> Callable[[Data], TestResult]:
-    def run(data: Data) -> TestResult:
+def _regularisers(split: str) -> Callable[[Data], StatResult]:
+    def run(data: Data) -> StatResult:
         df = _split(data["regularisers"], split)
-        return tests.compare_arms(df, Y, "recipe", "kl_entropy", "none")
+        return contrasts.compare_arms(df, Y, "recipe", "kl_entropy", "none")
 
     return run
 
 
-def _lr_rule(data: Data) -> TestResult:
+def _lr_rule(data: Data) -> StatResult:
     df = data["lr-scaling"]
     base = int(df["B_base"][0]) if "B_base" in df.columns else 64
-    return tests.contrast_best(
+    return contrasts.contrast_best(
         df.filter(pl.col("B") != base), Y, "lr_scaling", "sqrt", ("const", "linear"), "B"
     )
 
 
-def _nstar_grows(split: str) -> Callable[[Data], TestResult]:
-    def run(data: Data) -> TestResult:
+def _nstar_grows(split: str) -> Callable[[Data], StatResult]:
+    def run(data: Data) -> StatResult:
         df = _split(_combined(data, "main", "long"), split)
-        return tests.curve_interaction(df, Y, "n", X, _covariates(df, "B_p"))
+        return curves.curve_interaction(df, Y, "n", X, _covariates(df, "B_p"))
 
     return run
 
 
-def _easy_above_hard(data: Data) -> TestResult:
+def _easy_above_hard(data: Data) -> StatResult:
     df = _combined(data, "main", "long")
     easy, hard = _split(df, "easy"), _split(df, "hard")
-    return tests.optimum_difference(easy, hard, Y, "n", X, _covariates(df, "B_p"))
+    return curves.optimum_difference(easy, hard, Y, "n", X, _covariates(df, "B_p"))
 
 
-def _n_vs_steps(split: str, term: str) -> Callable[[Data], TestResult]:
-    def run(data: Data) -> TestResult:
+def _n_vs_steps(split: str, term: str) -> Callable[[Data], StatResult]:
+    def run(data: Data) -> StatResult:
         df = _split(data["main"], split)
-        return tests.curve_interaction(df, Y, "n", X, _covariates(df, "B"), term=term)
+        return curves.curve_interaction(df, Y, "n", X, _covariates(df, "B"), term=term)
 
     return run
 
 
-def _metric_gap(split: str) -> Callable[[Data], TestResult]:
-    def run(data: Data) -> TestResult:
+def _metric_gap(split: str) -> Callable[[Data], StatResult]:
+    def run(data: Data) -> StatResult:
         df = _split(_combined(data, "main", "long"), split)
-        return tests.gap_slope(df, EVAL_WORST, EVAL_BEST, "n", X, _covariates(df, "B_p"))
+        return curves.gap_slope(df, EVAL_WORST, EVAL_BEST, "n", X, _covariates(df, "B_p"))
 
     return run
 
 
-def _rho_rule_vs_model(data: Data) -> TestResult:
-    return tests.slope_difference(
+def _rho_rule_vs_model(data: Data) -> StatResult:
+    return slopes.slope_difference(
         data["full"], Y, RHO, "reward", RULE_BASED, MODEL_BASED, scale=10.0
     )
 
 
-def _race(data: Data) -> TestResult:
-    return tests.regime_agreement(data["pilot"], data["full"], Y)
+def _race(data: Data) -> StatResult:
+    return race.regime_agreement(data["pilot"], data["full"], Y)
 
 
-def _size(data: Data) -> TestResult:
-    return tests.slope_heterogeneity(data["main"], Y, "n", "model")
+def _size(data: Data) -> StatResult:
+    return slopes.slope_heterogeneity(data["main"], Y, "n", "model")
 
 
 PER_DOUBLING_SQ = "avg@4 per doubling of n per doubling of C"
@@ -126,128 +126,128 @@ CLAIMS: dict[str, Claim] = {
     c.id: c
     for c in (
         Claim(
-            "healthy.kl_entropy_easy",
-            "healthy-recipe",
-            "KL + entropy losses help on Easy sets (IsoCompute Playbook keeps them on)",
-            "easy",
-            "> 0",
-            "final avg@4, on − off",
-            _regularisers("easy"),
+            id="healthy.kl_entropy_easy",
+            study="healthy-recipe",
+            text="KL + entropy losses help on Easy sets (IsoCompute Playbook keeps them on)",
+            split="easy",
+            expected="> 0",
+            unit="final avg@4, on − off",
+            run=_regularisers("easy"),
         ),
         Claim(
-            "healthy.kl_entropy_hard",
-            "healthy-recipe",
-            "KL + entropy losses do not help on Hard sets (the Playbook drops them)",
-            "hard",
-            "< 0",
-            "final avg@4, on − off",
-            _regularisers("hard"),
+            id="healthy.kl_entropy_hard",
+            study="healthy-recipe",
+            text="KL + entropy losses do not help on Hard sets (the Playbook drops them)",
+            split="hard",
+            expected="< 0",
+            unit="final avg@4, on − off",
+            run=_regularisers("hard"),
         ),
         Claim(
-            "healthy.lr_sqrt",
-            "healthy-recipe",
-            "η ∝ sqrt(B) beats constant and linear scaling of the learning rate (Playbook)",
-            None,
-            "> 0",
-            "final avg@4, sqrt − the closer other rule",
-            _lr_rule,
+            id="healthy.lr_sqrt",
+            study="healthy-recipe",
+            text="η ∝ sqrt(B) beats constant and linear scaling of the learning rate (Playbook)",
+            split=None,
+            expected="> 0",
+            unit="final avg@4, sqrt − the closer other rule",
+            run=_lr_rule,
         ),
         Claim(
-            "nstar.grows_easy",
-            "nstar",
-            "n* grows with compute (Playbook)",
-            "easy",
-            "> 0",
-            PER_DOUBLING_SQ,
-            _nstar_grows("easy"),
+            id="nstar.grows_easy",
+            study="nstar",
+            text="n* grows with compute (Playbook)",
+            split="easy",
+            expected="> 0",
+            unit=PER_DOUBLING_SQ,
+            run=_nstar_grows("easy"),
         ),
         Claim(
-            "nstar.grows_hard",
-            "nstar",
-            "n* grows with compute (Playbook)",
-            "hard",
-            "> 0",
-            PER_DOUBLING_SQ,
-            _nstar_grows("hard"),
+            id="nstar.grows_hard",
+            study="nstar",
+            text="n* grows with compute (Playbook)",
+            split="hard",
+            expected="> 0",
+            unit=PER_DOUBLING_SQ,
+            run=_nstar_grows("hard"),
         ),
         Claim(
-            "nstar.easy_above_hard",
-            "nstar",
-            "n* is larger on Easy than on Hard at large compute (≈512 vs ≈128 for Qwen2.5-7B)",
-            None,
-            "> 0",
-            "log2 n*, Easy − Hard, at the largest compute",
-            _easy_above_hard,
+            id="nstar.easy_above_hard",
+            study="nstar",
+            text="n* is larger on Easy than on Hard at large compute (≈512 vs ≈128 for Qwen2.5-7B)",
+            split=None,
+            expected="> 0",
+            unit="log2 n*, Easy − Hard, at the largest compute",
+            run=_easy_above_hard,
         ),
         Claim(
-            "nvsbp.more_n_with_steps",
-            "n-vs-bp",
-            "at fixed B, few steps favour more problems, many steps more rollouts (Easy)",
-            "easy",
-            "> 0",
-            PER_DOUBLING_SQ,
-            _n_vs_steps("easy", "linear"),
+            id="nvsbp.more_n_with_steps",
+            study="n-vs-bp",
+            text="at fixed B, few steps favour more problems, many steps more rollouts (Easy)",
+            split="easy",
+            expected="> 0",
+            unit=PER_DOUBLING_SQ,
+            run=_n_vs_steps("easy", "linear"),
         ),
         Claim(
-            "nvsbp.nonmonotone_hard",
-            "n-vs-bp",
-            "at fixed B on Hard the best n is non-monotone in the number of steps",
-            "hard",
-            "≠ 0",
-            "avg@4 per doubling of n per (doubling of C)²",
-            _n_vs_steps("hard", "quadratic"),
+            id="nvsbp.nonmonotone_hard",
+            study="n-vs-bp",
+            text="at fixed B on Hard the best n is non-monotone in the number of steps",
+            split="hard",
+            expected="≠ 0",
+            unit="avg@4 per doubling of n per (doubling of C)²",
+            run=_n_vs_steps("hard", "quadratic"),
         ),
         Claim(
-            "bestk.worst_easy",
-            "bestk-worstk",
-            "on Easy sets a larger n lifts worst@k more than best@k (sharpening)",
-            "easy",
-            "> 0",
-            "worst@4 − best@4 per doubling of n",
-            _metric_gap("easy"),
+            id="bestk.worst_easy",
+            study="bestk-worstk",
+            text="on Easy sets a larger n lifts worst@k more than best@k (sharpening)",
+            split="easy",
+            expected="> 0",
+            unit="worst@4 − best@4 per doubling of n",
+            run=_metric_gap("easy"),
         ),
         Claim(
-            "bestk.best_hard",
-            "bestk-worstk",
-            "on Hard sets a larger n lifts best@k more than worst@k (coverage)",
-            "hard",
-            "< 0",
-            "worst@4 − best@4 per doubling of n",
-            _metric_gap("hard"),
+            id="bestk.best_hard",
+            study="bestk-worstk",
+            text="on Hard sets a larger n lifts best@k more than worst@k (coverage)",
+            split="hard",
+            expected="< 0",
+            unit="worst@4 − best@4 per doubling of n",
+            run=_metric_gap("hard"),
         ),
         Claim(
-            "rho.rule_above_model",
-            "reward-rho",
-            "rule-based rewards favour a larger update fraction ρ than reward-model ones "
+            id="rho.rule_above_model",
+            study="reward-rho",
+            text="rule-based rewards favour a larger update fraction ρ than reward-model ones "
             "(ρ* ≈ 0.72 vs ≈ 0.44)",
-            None,
-            "> 0",
-            "avg@4 per +0.1 of ρ, rule-based − model-based",
-            _rho_rule_vs_model,
+            split=None,
+            expected="> 0",
+            unit="avg@4 per +0.1 of ρ, rule-based − model-based",
+            run=_rho_rule_vs_model,
         ),
         Claim(
-            "rho.race_same_regime",
-            "reward-rho",
-            "a small pilot grid calls the same regime as the full grid (RACE, rate 1.0)",
-            None,
-            "= 1",
-            "share of systems called alike",
-            _race,
+            id="rho.race_same_regime",
+            study="reward-rho",
+            text="a small pilot grid calls the same regime as the full grid (RACE, rate 1.0)",
+            split=None,
+            expected="= 1",
+            unit="share of systems called alike",
+            run=_race,
         ),
         Claim(
-            "size.best_n_depends",
-            "model-size",
-            "the best allocation depends on model size (Wilhelm & Kao)",
-            None,
-            "≠ 0",
-            "avg@4 per doubling of n, largest − smallest slope between sizes",
-            _size,
+            id="size.best_n_depends",
+            study="model-size",
+            text="the best allocation depends on model size (Wilhelm & Kao)",
+            split=None,
+            expected="≠ 0",
+            unit="avg@4 per doubling of n, largest − smallest slope between sizes",
+            run=_size,
         ),
-    )  # fmt: skip
+    )
 }
 
 
-def verdict(claim: Claim, result: TestResult) -> Verdict:
+def verdict(claim: Claim, result: StatResult) -> Verdict:
     """The claim's call from its test (see `decide`; a share must be 1 to agree)."""
     if not result.ran:
         call, note = "inconclusive", result.note
@@ -258,9 +258,20 @@ def verdict(claim: Claim, result: TestResult) -> Verdict:
         call = decide(result.estimate, result.p_value, claim.expected)
         note = result.note
     return Verdict(
-        claim.id, claim.text, claim.split, call, result.test, result.estimate, result.p_value,
-        result.interval, result.mde, claim.unit, claim.expected, result.n_runs, note.strip(),
-    )  # fmt: skip
+        claim=claim.id,
+        text=claim.text,
+        split=claim.split,
+        call=call,
+        test=result.test,
+        statistic=result.estimate,
+        p_value=result.p_value,
+        interval=result.interval,
+        min_detectable_effect=result.mde,
+        unit=claim.unit,
+        expected=claim.expected,
+        n_runs=result.n_runs,
+        note=note.strip(),
+    )
 
 
 def evaluate(study: str, data: Data) -> list[Verdict]:
@@ -273,7 +284,7 @@ def evaluate(study: str, data: Data) -> list[Verdict]:
         try:
             result = claim.run(data)
         except KeyError as missing:
-            result = TestResult.refused(f"sweep {missing} is not in the data")
+            result = StatResult.refused(f"sweep {missing} is not in the data")
         out.append(verdict(claim, result))
     return out
 

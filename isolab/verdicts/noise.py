@@ -18,9 +18,9 @@ import numpy as np
 import polars as pl
 
 from isolab.metrics import best_at_k, worst_at_k
-from isolab.table import final_rows, with_cell
-from isolab.tracking.runs import COUNTS
-from isolab.verdicts.frames import cell_fit, pooled_seed_variance
+from isolab.table import as_float, as_int, final_rows, with_cell
+from isolab.tracking.columns import COUNTS
+from isolab.verdicts.cells import cell_fit, pooled_seed_variance
 from isolab.vocab import DEFAULT_METRICS, EVAL_AVG, EVAL_WORST
 
 METRICS = DEFAULT_METRICS
@@ -103,10 +103,10 @@ def noise_model(df: pl.DataFrame, metrics: tuple[str, ...] = METRICS) -> dict[st
     (one sweep, or one split of it)."""
     out = {}
     rows = final_rows(df, metrics[0])
-    P = int(rows["eval_problems"].min()) if "eval_problems" in rows.columns else 64
-    K = int(rows["eval_k_samples"].min()) if "eval_k_samples" in rows.columns else 8
-    avg = float(rows[EVAL_AVG].mean()) if EVAL_AVG in rows.columns else math.nan
-    worst = float(rows[EVAL_WORST].mean()) if EVAL_WORST in rows.columns else math.nan
+    P = as_int(rows["eval_problems"].min()) if "eval_problems" in rows.columns else 64
+    K = as_int(rows["eval_k_samples"].min()) if "eval_k_samples" in rows.columns else 8
+    avg = as_float(rows[EVAL_AVG].mean()) if EVAL_AVG in rows.columns else math.nan
+    worst = as_float(rows[EVAL_WORST].mean()) if EVAL_WORST in rows.columns else math.nan
     has_counts = COUNTS in rows.columns and rows[COUNTS].null_count() < rows.height
     for m in metrics:
         if m not in rows.columns:
@@ -134,8 +134,9 @@ def seed_share(df: pl.DataFrame, metric: str = EVAL_AVG) -> float:
     """Share of the training part of the seed-to-seed variance of final `metric` that runs of
     one seed have in common (their data order and sampling draws): (variance within
     configurations − residual variance of configuration + seed) / (variance within
-    configurations − evaluation variance), clipped to [0, 1] — the share `simulate_world`
-    applies to its training noise; 0 where the seeds are not crossed with the configurations."""
+    configurations − evaluation variance), clipped to [0, 1] — the share
+    `isolab.verdicts.worlds.simulate_world` applies to its training noise; 0 where the seeds
+    are not crossed with the configurations."""
     rows = with_cell(final_rows(df, metric))
     var, dof = pooled_seed_variance(rows, metric)
     if not dof or "seed" not in rows.columns or rows["cell"].n_unique() < 2 or not var > 0:

@@ -11,7 +11,7 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from isolab.verdicts import Verdict
-from isolab.verdicts.model import CI_LEVEL
+from isolab.verdicts.result import CI_LEVEL
 from isolab.vocab import EVAL_AVG, ROLLOUTS
 
 Y = EVAL_AVG

@@ -8,7 +8,7 @@ from isolab import frontier as fr
 from isolab import plots
 from isolab.study.analyses.report import Report, Y, add_noise, figure_row, fmt, n_boot
 from isolab.verdicts import claims
-from isolab.verdicts.tests import regime_calls
+from isolab.verdicts.race import regime_calls
 from isolab.vocab import FLOPS_TOTAL, RHO
 
 

@@ -4,29 +4,20 @@ Every verdict is a record (`Verdict`): the claim, the split it was tested on, th
 estimated effect with its interval and p-value, the smallest effect the design could have
 detected (80% power at α = `ALPHA`), and the call — `agrees` or `disagrees` when the test rejects
 "no effect" at α (after Holm's correction where the test takes several looks), `inconclusive`
-otherwise. Tests run at α = 4% so that the false-call rate, measured on simulated worlds
-with no effect, stays at or below 5%. The sentences of a report are rendered from them.
+otherwise (`decide`). The level, and why it is 4%, is in `isolab.verdicts.result`, with the
+tests' own result type (`StatResult`). The sentences of a report are rendered from verdicts.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from scipy import stats
+from isolab.verdicts.result import ALPHA, CI_LEVEL
 
 Call = Literal["agrees", "disagrees", "inconclusive"]
 CALLS: tuple[Call, ...] = ("agrees", "disagrees", "inconclusive")
-#: Level of every test. The target is a false-call rate of at most 5% per claim; robust
-#: standard errors on a few dozen runs are slightly liberal (5.5–5.9% of 1,000 null worlds at a
-#: nominal 5%, `benchmarks/verdict_calibration.py`), so the tests run at 4%.
-ALPHA = 0.04
-#: The intervals match the calls: 1 − α.
-CI_LEVEL = f"{1 - ALPHA:.0%}"
-#: Power at which the smallest detectable effect is stated.
-POWER = 0.80
 
 
 @dataclass(frozen=True)
@@ -110,53 +101,3 @@ def decide(estimate: float, p_value: float | None, expected: str, alpha: float =
         return "agrees"
     sign = 1 if expected == "> 0" else -1
     return "agrees" if sign * estimate > 0 else "disagrees"
-
-
-def t_test(estimate: float, se: float, df: float) -> tuple[float, tuple[float, float]]:
-    """Two-sided p-value and interval at 1 − α of an estimate with standard error `se` (t, `df`)."""
-    if not (math.isfinite(estimate) and math.isfinite(se) and se > 0 and df > 0):
-        return math.nan, (math.nan, math.nan)
-    t = estimate / se
-    p = float(2 * stats.t.sf(abs(t), df))
-    q = float(stats.t.ppf(1 - ALPHA / 2, df))
-    return p, (estimate - q * se, estimate + q * se)
-
-
-def min_detectable(
-    se: float, df: float = math.inf, alpha: float = ALPHA, power: float = POWER
-) -> float:
-    """Smallest true effect a two-sided level-`alpha` t-test detects with probability `power`:
-    ``(t_{1−α/2} + t_{power}) · SE``."""
-    if not (math.isfinite(se) and se > 0 and df > 0):
-        return math.nan
-    return float((stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df)) * se)
-
-
-def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm-adjusted p-values (Holm 1979: the i-th smallest of m is multiplied by m − i + 1,
-    then made monotone), NaN kept as NaN. The same numbers as statsmodels' `multipletests(...,
-    method="holm")` (a test checks it), which runs a full `gc.collect()` on every call: 0.3 s
-    here, too slow for the calibration's thousands of calls."""
-    finite = [i for i, p in enumerate(p_values) if p is not None and math.isfinite(p)]
-    out = [math.nan] * len(p_values)
-    order = sorted(finite, key=lambda i: p_values[i])
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(order) - rank) * p_values[i]))
-        out[i] = running
-    return out
-
-
-def inconclusive(
-    claim: str,
-    text: str,
-    split: str | None,
-    unit: str,
-    expected: str,
-    reason: str,
-    test: str = "not run",
-    n_runs: int = 0,
-) -> Verdict:
-    """A claim the data cannot test at all (missing arms, too few runs…), with the reason."""
-    return Verdict(claim, text, split, "inconclusive", test, math.nan, None, None, math.nan,
-                   unit, expected, n_runs, reason)  # fmt: skip
