@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from isolab.frontier.frames import single_threaded
+from isolab.frontier.blas import single_threaded
 from isolab.frontier.nstar import NStarResult, optimal_n
 from isolab.table import to_polars
 from isolab.vocab import DEFAULT_METRICS

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from isolab.frontier import frames
+from isolab.frontier.blas import single_threaded
 from isolab.frontier.envelope import frontier
 from isolab.frontier.nstar import NStarResult, optimal_n
-from isolab.table import finite_rows, require, seed_average, to_polars
+from isolab.table import as_float, finite_rows, require, seed_average, to_polars
 from isolab.vocab import DEFAULT_X, DEFAULT_Y
 
 
@@ -61,7 +61,7 @@ class Recommendation:
         )
 
 
-@frames.single_threaded
+@single_threaded
 def recommend(
     df: Any,
     budget: float,
@@ -86,7 +86,7 @@ def recommend(
     res = n_star if n_star is not None else optimal_n(df, x=x, y=y, **optimal_n_kwargs)
     notes: list[str] = []
     clean = finite_rows(df, x, y, context="recommend")
-    c_max = float(clean[x].max()) if clean.height else float("nan")
+    c_max = as_float(clean[x].max()) if clean.height else float("nan")
     if budget > c_max:
         notes.append(
             f"budget {budget:.3g} is beyond the largest compute in the data ({c_max:.3g}): "
@@ -107,9 +107,9 @@ def recommend(
         notes.append(f"n*(C) is not identifiable ({res.reason})")
     if res.status == "extrapolated":
         notes.append(f"n*(C) fit: {res.reason}")
-    if res.table.height and budget < float(res.table["C"].min()):
+    if res.table.height and budget < as_float(res.table["C"].min()):
         notes.append(
-            f"budget {budget:.3g} is below {float(res.table['C'].min()):.3g}, where the first "
+            f"budget {budget:.3g} is below {as_float(res.table['C'].min()):.3g}, where the first "
             "curve starts to rise: n* there is an extrapolation"
         )
     if np.isfinite(nstar):

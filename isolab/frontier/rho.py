@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from isolab.frontier.frames import single_threaded
-from isolab.table import finite_rows, require, to_polars
+from isolab.frontier.blas import single_threaded
+from isolab.table import as_float, finite_rows, require, to_polars
 from isolab.vocab import DEFAULT_Y, FLOPS_TOTAL, RHO
 
 
@@ -53,7 +53,7 @@ def isoflop_band(df: Any, width: float = 1.5, flops: str = FLOPS_TOTAL) -> tuple
         raise ValueError(f"no finite {flops}: the runs carry no FLOP ledger (old runs?).")
     key = "run_key" if "run_key" in df.columns else "run_id"
     finals = df.group_by(key).agg(pl.col(flops).max())[flops]
-    lo, hi = float(finals.min()), float(finals.max())
+    lo, hi = as_float(finals.min()), as_float(finals.max())
     if hi <= lo * width:
         return (lo * (1 - 1e-9), hi * (1 + 1e-9))
     return (lo / width, lo)
@@ -331,7 +331,7 @@ def race(
             f"the pilot and full grids share no {pilot.by} value: pilot has "
             f"{p.select(pilot.by).rows()}, full has {f.select(full.by).rows()}"
         )
-    rate = float(table["same"].mean())
+    rate = as_float(table["same"].mean())
     key = "run_key" if "run_key" in full_df.columns else "run_id"
 
     def spent(d: pl.DataFrame) -> float:

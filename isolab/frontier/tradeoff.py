@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from isolab.frontier.frames import Status
+from isolab.frontier.status import Status
 from isolab.table import check_single_setting, finite_rows, require, to_polars
 from isolab.vocab import DEFAULT_Y
 

@@ -11,6 +11,7 @@ import polars as pl
 from isolab import frontier as fr
 from isolab import plots
 from isolab.study.analyses.report import Report, figure_row
+from isolab.table import as_float
 from isolab.vocab import FLOPS_TOTAL, RHO
 
 
@@ -86,7 +87,7 @@ def frontier_report(
             else:
                 rep.summary.append(f"fixed batch B = {B}{title}: {trade.reason}")
         if res.status != "not identifiable" and x in sdf.columns:
-            rec = fr.recommend(sdf, budget or float(sdf[x].max()), x=x, y=metric, n_star=res)
+            rec = fr.recommend(sdf, budget or as_float(sdf[x].max()), x=x, y=metric, n_star=res)
             rep.findings[f"recommendation{suffix}"] = rec.summary
             rep.summary.append(f"recommendation{title}: {rec.summary}")
             rep.summary += [f"note{title}: {note}" for note in rec.notes]

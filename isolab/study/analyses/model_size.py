@@ -7,6 +7,7 @@ import polars as pl
 from isolab import plots
 from isolab.study import summaries
 from isolab.study.analyses.report import Report, Y, add_noise, figure_row, fmt, fmt_sig
+from isolab.table import as_int
 from isolab.verdicts import claims
 from isolab.vocab import FLOPS_TOTAL
 
@@ -50,7 +51,7 @@ def model_size(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
         "best_final": winner["model"] if winner else None,
         "best_gain": gainer["model"] if gainer else None,
     }
-    if winner:
+    if winner and gainer:  # both None together, when no model has a row
         rl = "raised" if winner["gain"] > 0 else "did not raise"
         rep.summary.append(
             f"At equal FLOPs the best final avg@4 is {winner['model']}'s "
@@ -61,7 +62,7 @@ def model_size(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
     if len(rows) >= 2:
         # a check of the ledger, not a finding: at a common batch a costlier model buys
         # fewer rollouts and updates by construction
-        n0 = int(fin["n"].min())
+        n0 = as_int(fin["n"].min())
         g = (
             fin.filter(pl.col("n") == n0)
             .with_columns(pl.col("model").cast(pl.Enum(order)))

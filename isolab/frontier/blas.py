@@ -1,26 +1,16 @@
-"""What the frontier fits share: the status a fit ends with, and one BLAS thread for their
-small matrix products. (The runs table's columns and frame helpers are in isolab.table.)"""
+"""One BLAS thread for the fits' small matrix products (`single_threaded`)."""
 
 from __future__ import annotations
 
 import functools
-import logging
 import threading
 from collections.abc import Callable
-from typing import Literal, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 try:  # optional: BLAS threads only slow these small products down, badly on a busy machine
     from threadpoolctl import threadpool_limits
 except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn / scipy stacks
     threadpool_limits = None
-
-logger = logging.getLogger(__name__)
-
-
-#: ``ok``; ``extrapolated`` (a parameter lies beyond what the data resolve); ``boundary`` (pinned
-#: at the box of A/R0); ``flat`` (no significant rise); ``not identifiable`` (no fit).
-Status = Literal["ok", "extrapolated", "boundary", "flat", "not identifiable"]
-
 
 _depth = threading.local()
 P = ParamSpec("P")

@@ -1,0 +1,101 @@
+"""What each n's reward curve is fitted to in `optimal_n`: the points chosen per n, and the
+cluster-bootstrap replicates of the seed means that give the fits their intervals."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import polars as pl
+
+from isolab.frontier.envelope import frontier, record_points
+from isolab.table import CONFIG_COLUMNS, as_float
+
+
+def best_config(grp: pl.DataFrame, x: str, y: str) -> pl.DataFrame:
+    """Points of the configuration (e.g. B_p) of one n with the highest mean reward over the
+    upper half (in log compute) of the compute range all its configurations share: a single
+    choice among few configurations, so the chosen curve's points keep their noise unbiased
+    (unlike a running maximum), made at equal compute."""
+    cfg = [c for c in CONFIG_COLUMNS if c in grp.columns and c != "n" and grp[c].n_unique() > 1]
+    if not cfg:
+        return grp
+    pos = grp.filter(pl.col(x) > 0)
+    ends = pos.group_by(cfg).agg(pl.col(x).min().alias("lo"), pl.col(x).max().alias("hi"))
+    lo, hi = as_float(ends["lo"].max()), as_float(ends["hi"].min())
+    window = pos.filter(pl.col(x).is_between(math.sqrt(lo * hi), hi)) if hi >= lo else pos
+    score = (
+        (window if window.height else pos)
+        .group_by(cfg)
+        .agg(pl.col(y).mean().alias("_score"))
+        .sort("_score", descending=True)
+    )
+    return grp.join(score.head(1).select(cfg), on=cfg, how="semi")
+
+
+def seed_replicates(
+    df: pl.DataFrame, avg: pl.DataFrame, x: str, y: str, n_boot: int, rng
+) -> np.ndarray:
+    """Cluster-bootstrap replicates of the seed means in `avg` (rows of `seed_average`, in its
+    order): each replicate draws each configuration's seeds with replacement. A configuration
+    with one seed gets Gaussian noise of the seed SD pooled over configurations with several
+    (what a second seed would have shown). Shape (n_boot, rows of `avg`)."""
+    cfg = [c for c in CONFIG_COLUMNS if c in df.columns]
+    key = "run_key" if "run_key" in df.columns else "run_id"
+    wide = df.pivot(on="step", index=[*cfg, key], values=y, aggregate_function="mean")
+    steps = [c for c in wide.columns if c not in (*cfg, key)]
+    out = np.full((n_boot, avg.height), np.nan)
+    row_of = {(*(r[c] for c in cfg), r["step"]): r["_row"] for r in avg.iter_rows(named=True)}
+    cells = wide.partition_by(cfg, as_dict=True) if cfg else {(): wide}
+    with warnings.catch_warnings():  # a step only one seed reached has no variance: NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        spread = [
+            np.nanvar(part.select(steps).to_numpy().astype(float), axis=0, ddof=1)
+            for part in cells.values()
+            if part.height > 1
+        ]
+    sd = np.sqrt(np.nanmean(spread, axis=0)) if spread else np.zeros(len(steps))
+    for values, part in cells.items():
+        V = part.select(steps).to_numpy().astype(float)  # seeds × steps
+        S = V.shape[0]
+        if S > 1:
+            draws = V[rng.integers(0, S, size=(n_boot, S))].mean(axis=1)
+        else:
+            draws = V[0] + rng.standard_normal((n_boot, len(steps))) * np.nan_to_num(sd)
+        for j, step in enumerate(steps):
+            row = row_of.get((*values, int(step)))
+            if row is not None:
+                out[:, row] = draws[:, j]
+    return out
+
+
+def per_n_points(avg: pl.DataFrame, x: str, y: str, per_n: str, bin_width: float) -> dict:
+    """Per n (ascending): the points its sigmoid is fitted to, chosen by `per_n` from the seed
+    means `avg`, as ``(C, R, smallest positive compute, largest compute, rows of avg or None)``;
+    the compute range is that of all the n's runs, over which its fitted curve is trusted."""
+    out = {}
+    for (n,), grp in avg.group_by(["n"], maintain_order=True):
+        if per_n == "records":
+            pts = record_points(grp, x, y, bin_width=bin_width).select(x, y)
+            # Anchor the plateau: after the last record the frontier stays flat up to the
+            # largest compute of this n; without this point the fit is free to rise there.
+            last = frontier(grp, x, y).tail(1)
+            if last[x][0] > pts[x][-1]:
+                pts = pl.concat([pts, last.select(x, pl.col("frontier").alias(y))])
+            pts = pts.drop("_row", strict=False)
+        elif per_n == "all":
+            pts = grp
+        elif per_n == "best_config":
+            pts = best_config(grp, x, y)
+        else:
+            raise ValueError(f"per_n = {per_n!r}: choose 'records', 'best_config' or 'all'.")
+        pos = grp.filter(pl.col(x) > 0)[x]
+        out[int(n)] = (
+            pts[x].to_numpy().astype(float),
+            pts[y].to_numpy().astype(float),
+            as_float(pos.min()) if len(pos) else float("nan"),
+            as_float(grp[x].max()),
+            pts["_row"].to_numpy() if "_row" in pts.columns else None,
+        )
+    return dict(sorted(out.items()))

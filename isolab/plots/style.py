@@ -1,0 +1,73 @@
+"""What every figure shares: the colour map of n, axis labels with units, the empty-panel
+message and readable log axes (`tidy`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import matplotlib.colors as mcolors
+import matplotlib.ticker as mticker
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.cm import ScalarMappable
+
+from isolab.vocab import FLOPS_HW_TOTAL, FLOPS_TOTAL, RHO, ROLLOUTS, TOKENS
+
+CMAP = "viridis"
+AXIS_LABELS = {
+    ROLLOUTS: "compute C (rollouts = B_p·n·M)",
+    TOKENS: "compute (generated tokens)",
+    FLOPS_TOTAL: "compute (FLOPs, total)",
+    FLOPS_HW_TOTAL: "compute (hardware FLOPs, total)",
+    "step": "M (optimizer steps)",
+    RHO: "ρ = C_learning / C_total",
+}
+
+
+def label(column: str) -> str:
+    """Axis label with units for a runs-table column."""
+    if column in AXIS_LABELS:
+        return AXIS_LABELS[column]
+    if column.startswith("eval/"):
+        return f"{column.removeprefix('eval/')} (fraction correct)"
+    return column
+
+
+def n_norm(ns: Any) -> mcolors.Normalize:
+    """Log-scale colour normalisation over the n values present."""
+    ns = np.asarray(list(ns), dtype=float)
+    ns = ns[np.isfinite(ns) & (ns > 0)]
+    lo, hi = (float(ns.min()), float(ns.max())) if ns.size else (1.0, 2.0)
+    if hi <= lo:
+        hi = lo * 2
+    return mcolors.LogNorm(vmin=lo, vmax=hi)
+
+
+def n_colorbar(ax: Axes, norm: mcolors.Normalize) -> None:
+    """A colour bar of n (rollouts per problem) beside `ax`."""
+    sm = ScalarMappable(norm=norm, cmap=CMAP)
+    ax.figure.colorbar(sm, ax=ax, label="n (rollouts per problem)")
+
+
+def empty_panel(ax: Axes, message: str) -> Axes:
+    """`message` in the middle of an axis-less `ax`: what a figure draws when there is no data."""
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, wrap=True)
+    ax.set_axis_off()
+    return ax
+
+
+def tidy(fig: Any) -> Any:
+    """Readable log-10 axes on every panel of `fig`: major ticks at 1, 2, 5 × 10^k labelled
+    as plain numbers (1e+11 style above 10^5), no minor labels (which overlap on short ranges)."""
+
+    def fmt(v: float, _pos: int) -> str:
+        return f"{v:.0e}" if v >= 1e5 else f"{v:,.0f}" if v >= 1 else f"{v:g}"
+
+    for ax in fig.axes:
+        for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+            if scale != "log" or getattr(axis.get_transform(), "base", 10) != 10:
+                continue
+            axis.set_major_locator(mticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            axis.set_major_formatter(mticker.FuncFormatter(fmt))
+            axis.set_minor_formatter(mticker.NullFormatter())
+    return fig
