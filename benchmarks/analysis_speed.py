@@ -28,7 +28,9 @@ import polars as pl
 
 from isolab import frontier as fr
 from isolab.synthetic import make_isocompute_runs, make_rho_runs
-from isolab.tracking.runs import export_runs, import_runs, load_runs
+from isolab.tracking.importing import import_runs
+from isolab.tracking.runs import load_runs
+from isolab.tracking.snapshot import export_runs
 
 TARGET_S = 5.0
 

@@ -13,7 +13,8 @@ import json
 import math
 
 from isolab import study
-from isolab.tracking.runs import is_snapshot, load_runs
+from isolab.tracking.runs import load_runs
+from isolab.tracking.snapshot import is_snapshot
 
 
 def _fmt(x: float | None) -> str:

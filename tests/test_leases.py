@@ -19,16 +19,15 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-import typer
 import yaml
 from helpers import mlflow_server
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
-from typer.testing import CliRunner
 
 from isolab.synthetic import make_isocompute_runs
 from isolab.tracking import RUN_KEY_TAG, find_runs
-from isolab.tracking.runs import COUNTS, export_runs
+from isolab.tracking.columns import COUNTS
+from isolab.tracking.snapshot import export_runs
 
 REPO = Path(__file__).resolve().parents[1]
 EXPERIMENT = "synthetic-isocompute"  # make_isocompute_runs's
@@ -83,15 +82,15 @@ def _leases_left(uri: str, experiment: str) -> list:
 
 # ---- imports ----------------------------------------------------------------------------------
 IMPORT = """
-from isolab.tracking.runs import import_runs
+from isolab.tracking.importing import import_runs
 def main():
     return import_runs(sys.argv[2], tracking_uri=sys.argv[3])[1:]
 """
 
 
-def test_two_imports_of_one_snapshot_write_each_run_once(tmp_path):
+def test_two_imports_of_one_snapshot_write_each_run_once(tmp_path, tracking_uri):
     snap = _snapshot(tmp_path / "snap", runs=12)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = tracking_uri
     code = IMPORT.replace("sys.argv[2]", repr(str(snap))).replace("sys.argv[3]", repr(uri))
     # store, tables and experiment made first: the race is on the runs, not the schema
     from isolab.tracking import experiment_id
@@ -106,27 +105,18 @@ def test_two_imports_of_one_snapshot_write_each_run_once(tmp_path):
     assert not _leases_left(uri, EXPERIMENT)
 
 
-@pytest.fixture
-def cli() -> CliRunner:
-    from isolab.cli.analysis import register
-
-    app = typer.Typer()
-    register(app)
-    return lambda *args: CliRunner().invoke(app, list(args))
-
-
 def test_an_import_that_waits_too_long_for_a_held_key_says_so_and_writes_nothing(
-    tmp_path, cli, monkeypatch
+    tmp_path, cli, monkeypatch, tracking_uri
 ):
     """A writer holds one of the snapshot's run keys past the import's wait: exit 2 with what to
     do, and not one run written (it was a TimeoutError traceback, exit 1)."""
-    from isolab.tracking import experiment_id, leases, runs
+    from isolab.tracking import experiment_id, importing, leases
 
     snap = _snapshot(tmp_path / "snap", runs=3)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = tracking_uri
     experiment_id(EXPERIMENT, uri)
     key = pl.read_parquet(snap / "runs.parquet")["run_key"][0]
-    monkeypatch.setattr(runs, "IMPORT_WAIT_S", 1.0)
+    monkeypatch.setattr(importing, "IMPORT_WAIT_S", 1.0)
     with leases.lease(EXPERIMENT, [key], uri) as held:
         assert held
         res = cli("runs", "import", str(snap), "--tracking-uri", uri)
@@ -165,7 +155,7 @@ def test_a_snapshot_mlflow_would_refuse_imports_nothing(tmp_path, cli, damage, n
         note = pl.when(pl.col("run_key") == last).then(pl.lit("n" * 7000)).otherwise(pl.lit("ok"))
         df = df.with_columns(note.alias("notes"))
     snap = export_runs(df, tmp_path / "snap")
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"  # a path: its file is checked below
     result = cli("runs", "import", str(snap), "--tracking-uri", uri)
     assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())
@@ -178,7 +168,7 @@ def test_a_store_fault_midway_leaves_no_run_behind(tmp_path):
     """The third run's artifact cannot be written (its folder is a file: as a full disk, a
     fault of the store itself, not of the snapshot): the two runs written, the one being
     written and the sweep's parent are ended and deleted."""
-    from isolab.tracking.runs import import_runs
+    from isolab.tracking.importing import import_runs
 
     df = make_isocompute_runs(seeds=1, max_runs=3, eval_points=3)
     last = df["run_key"].unique(maintain_order=True)[-1]
@@ -187,7 +177,7 @@ def test_a_store_fault_midway_leaves_no_run_behind(tmp_path):
     snap = export_runs(df, tmp_path / "snap")
     (tmp_path / "artifacts").mkdir()
     (tmp_path / "artifacts" / EXPERIMENT).write_text("not a folder")
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"  # a path: its artifacts/ is the fault above
     with pytest.raises(OSError):
         import_runs(snap, tracking_uri=uri)
     _no_runs_left(uri)
@@ -197,12 +187,12 @@ def test_a_store_fault_midway_leaves_no_run_behind(tmp_path):
 
 
 # ---- leases -----------------------------------------------------------------------------------
-def test_leases_exclude_each_other_under_contention(tmp_path):
+def test_leases_exclude_each_other_under_contention(tracking_uri):
     """Four leaseholders, three rounds each, on one key of a SQLite store: never two holders, and
     every round is held in the end."""
     from isolab.tracking import leases
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = tracking_uri
     leases.take("contended", ["warm-up"], uri)  # the store's tables, made once
     holders, most, wins = [0], [0], [0]
     lock = threading.Lock()
@@ -243,7 +233,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 #: A process that leases one point through `sys.argv[2]`'s store (raced by `_race`); the
 #: holder dies without letting go. Used against a real server in test_sweep_postgres.py.
 LEASE_RACE = """
-from isolab.sweep.store import lease
+from isolab.sweep.resume import lease
 def main():
     with lease("the-key", "leases", sys.argv[2]) as mine:
         time.sleep(3)  # held while the others try

@@ -8,24 +8,16 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-import typer
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
-from typer.testing import CliRunner
 
 from isolab import paths
-from isolab.cli.analysis import register
 from isolab.config import RunConfig
 from isolab.synthetic import make_isocompute_runs, make_rho_runs
-from isolab.tracking import RUN_KEY_TAG, RunLogger
-from isolab.tracking.runs import (
-    KIND_TAG,
-    export_runs,
-    import_runs,
-    is_snapshot,
-    load_history,
-    load_runs,
-)
+from isolab.tracking import KIND_TAG, RUN_KEY_TAG, RunLogger
+from isolab.tracking.importing import import_runs
+from isolab.tracking.runs import load_history, load_runs
+from isolab.tracking.snapshot import export_runs, is_snapshot
 
 STUDY = "unit-study"
 
@@ -105,19 +97,21 @@ def test_load_runs_status_filter_and_errors(store: dict, tmp_path: Path) -> None
     with pytest.raises(ValueError, match="no runs with status"):
         load_runs(STUDY, tracking_uri=store["uri"], statuses=["KILLED"])
     with pytest.raises(FileNotFoundError, match="no MLflow store"):
-        load_runs(STUDY, tracking_uri=f"sqlite:///{tmp_path}/absent.db")
+        load_runs(STUDY, tracking_uri=f"sqlite:///{tmp_path}/absent.db")  # a path: checked below
     assert not (tmp_path / "absent.db").exists()  # reading never creates an empty store
     with pytest.raises(FileNotFoundError, match="snapshot"):
         load_runs(tmp_path / "missing-snapshot")
 
 
-def test_snapshot_roundtrip_through_parquet_and_mlflow(store: dict, tmp_path: Path) -> None:
+def test_snapshot_roundtrip_through_parquet_and_mlflow(
+    store: dict, tmp_path: Path, tracking_uri: str
+) -> None:
     df = load_runs(STUDY, tracking_uri=store["uri"])
     snap = export_runs(df, tmp_path / "runs" / STUDY)
     assert is_snapshot(snap) and (snap / "snapshot.json").exists()
     assert load_runs(snap).equals(df)
 
-    uri2 = f"sqlite:///{tmp_path}/other.db"
+    uri2 = tracking_uri  # the import's store, apart from the module's
     name, done, skipped = import_runs(snap, tracking_uri=uri2)
     assert (name, done, skipped) == (STUDY, 2, 0)
     back = load_runs(STUDY, tracking_uri=uri2)
@@ -126,14 +120,16 @@ def test_snapshot_roundtrip_through_parquet_and_mlflow(store: dict, tmp_path: Pa
     assert import_runs(snap, tracking_uri=uri2)[1:] == (0, 2)  # idempotent
 
 
-def test_import_keeps_every_metric_its_times_and_the_sweep_parent(store: dict, tmp_path: Path):
+def test_import_keeps_every_metric_its_times_and_the_sweep_parent(
+    store: dict, tmp_path: Path, tracking_uri: str
+):
     """With history.parquet an import keeps TRL's curves (loss, reward) at their steps and
     timestamps, each run's start and end time, and nests the runs under the sweep's parent."""
     uri = store["uri"]
     df = load_runs(STUDY, tracking_uri=uri)
     snap = export_runs(df, tmp_path / "snap", history=load_history(STUDY, tracking_uri=uri))
     assert (snap / "history.parquet").exists()
-    uri2 = f"sqlite:///{tmp_path}/back.db"
+    uri2 = tracking_uri  # the import's store, apart from the module's
     assert import_runs(snap, tracking_uri=uri2)[1] == 2
     src, dst = MlflowClient(uri), MlflowClient(uri2)
     exp = dst.get_experiment_by_name(STUDY)
@@ -162,7 +158,9 @@ def test_import_keeps_every_metric_its_times_and_the_sweep_parent(store: dict, t
 
 
 @pytest.mark.parametrize("damage", ["truncated", "empty", "random", "bad-json", "bad-status"])
-def test_a_corrupt_snapshot_imports_nothing(store: dict, tmp_path: Path, damage: str) -> None:
+def test_a_corrupt_snapshot_imports_nothing(
+    store: dict, tmp_path: Path, tracking_uri: str, damage: str
+) -> None:
     df = load_runs(STUDY, tracking_uri=store["uri"], statuses=None)
     snap = export_runs(df, tmp_path / "snap")
     runs = snap / "runs.parquet"
@@ -182,7 +180,7 @@ def test_a_corrupt_snapshot_imports_nothing(store: dict, tmp_path: Path, damage:
             .otherwise("status")
             .alias("status")
         ).write_parquet(runs)
-    uri2 = f"sqlite:///{tmp_path}/nothing.db"
+    uri2 = tracking_uri  # the import's store, apart from the module's
     with pytest.raises(ValueError, match="snapshot|status|JSON"):
         import_runs(snap, tracking_uri=uri2)
     client = MlflowClient(uri2)
@@ -190,10 +188,10 @@ def test_a_corrupt_snapshot_imports_nothing(store: dict, tmp_path: Path, damage:
     assert exp is None or not client.search_runs([exp.experiment_id])
 
 
-def test_synthetic_store_roundtrip_keeps_every_value(tmp_path: Path) -> None:
+def test_synthetic_store_roundtrip_keeps_every_value(tmp_path: Path, tracking_uri: str) -> None:
     df = make_isocompute_runs(seeds=1, max_runs=6, eval_points=12)
     snap = export_runs(df, tmp_path / "snap")
-    uri = f"sqlite:///{tmp_path}/m.db"
+    uri = tracking_uri
     import_runs(snap, tracking_uri=uri)
     back = load_runs("synthetic-isocompute", tracking_uri=uri)
     assert back.height == df.height
@@ -202,47 +200,35 @@ def test_synthetic_store_roundtrip_keeps_every_value(tmp_path: Path) -> None:
         assert np.allclose(a[col].to_numpy(), b[col].to_numpy()), col
 
 
-# ---- CLI -------------------------------------------------------------------------------------
-@pytest.fixture()
-def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[CliRunner, typer.Typer]:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    app = typer.Typer()
-    register(app)
-    return CliRunner(), app
-
-
-def test_cli_help_lists_every_command(cli: tuple[CliRunner, typer.Typer]) -> None:
-    runner, app = cli
+# ---- CLI (the `cli` fixture: tests/conftest.py) ------------------------------------------------
+def test_cli_help_lists_every_command(cli) -> None:
     for args in (["--help"], ["frontier", "--help"], ["runs", "export", "--help"],
                  ["runs", "import", "--help"]):  # fmt: skip
-        res = runner.invoke(app, args)
+        res = cli(*args)
         assert res.exit_code == 0, res.output
-    assert "Frontier analysis" in runner.invoke(app, ["frontier", "--help"]).output
+    assert "Frontier analysis" in cli("frontier", "--help").output
 
 
-def test_cli_export_import_and_frontier(cli: tuple[CliRunner, typer.Typer], store: dict) -> None:
-    runner, app = cli
+def test_cli_export_import_and_frontier(cli, store: dict, tracking_uri: str) -> None:
     uri = store["uri"]
-    res = runner.invoke(app, ["runs", "export", STUDY, "--tracking-uri", uri])
+    res = cli("runs", "export", STUDY, "--tracking-uri", uri)
     assert res.exit_code == 0, res.output
     assert Path("runs", STUDY, "runs.parquet").exists()
-    uri2 = f"sqlite:///{store['tmp']}/imported.db"
-    res = runner.invoke(app, ["runs", "import", f"runs/{STUDY}", "--tracking-uri", uri2])
+    uri2 = tracking_uri  # the import's store, apart from the module's
+    res = cli("runs", "import", f"runs/{STUDY}", "--tracking-uri", uri2)
     assert res.exit_code == 0 and "imported 2 runs" in res.output, res.output
     assert load_runs(STUDY, tracking_uri=uri2)["run_key"].n_unique() == 2
 
 
 def test_cli_frontier_on_a_snapshot_writes_its_own_folder_and_logs_when_asked(
-    cli: tuple[CliRunner, typer.Typer], tmp_path: Path
+    cli, tmp_path: Path, tracking_uri: str
 ) -> None:
-    runner, app = cli
     iso = make_isocompute_runs(seeds=1, eval_points=25)
     export_runs(iso, tmp_path / "runs" / "iso")
     export_runs(make_rho_runs(seeds=1, eval_points=25), tmp_path / "runs" / "rho")
-    uri = f"sqlite:///{tmp_path}/fig.db"
+    uri = tracking_uri
     args = ["frontier", "runs/iso", "--n-boot", "20", "--tracking-uri", uri, "--log"]
-    res = runner.invoke(app, args)
+    res = cli(*args)
     assert res.exit_code == 0, res.output
     assert "recommendation" in res.output and "metric_effect" in res.output
     out = Path("runs/frontier/synthetic-isocompute")  # its own folder, not the snapshot's
@@ -260,7 +246,7 @@ def test_cli_frontier_on_a_snapshot_writes_its_own_folder_and_logs_when_asked(
     tables = {a.path for a in client.list_artifacts(run.info.run_id, f"{where}/tables")}
     assert f"{where}/tables/metric_effect.json" in tables  # log_table: the UI shows it
 
-    res = runner.invoke(app, ["frontier", "runs/rho", "--n-boot", "0", "--out", "rho-out"])
+    res = cli("frontier", "runs/rho", "--n-boot", "0", "--out", "rho-out")
     assert res.exit_code == 0, res.output
     assert "rho_frontier" in res.output and Path("rho-out/figures/rho_frontier.png").exists()
 
@@ -278,11 +264,10 @@ def test_cli_frontier_on_a_snapshot_writes_its_own_folder_and_logs_when_asked(
     ],
 )
 def test_cli_bad_input_exits_2_naming_the_problem(
-    cli: tuple[CliRunner, typer.Typer], tmp_path: Path, args: list[str], message: str
+    cli, tmp_path: Path, args: list[str], message: str
 ) -> None:
-    runner, app = cli
     export_runs(make_isocompute_runs(seeds=1, max_runs=4, eval_points=8), tmp_path / "runs" / "iso")
-    res = runner.invoke(app, args)
+    res = cli(*args)
     assert res.exit_code == 2, res.output
     assert message in " ".join(res.output.split()), res.output
     assert math.isfinite(res.exit_code)
@@ -315,9 +300,9 @@ def test_per_problem_counts_reach_the_table_and_survive_a_snapshot(tmp_path: Pat
     """Each evaluation's correct counts per validation problem (the noise model's input) are
     read from the run's artifact into `eval_counts`, kept in the parquet, and logged back as
     the artifact on import."""
-    from isolab.tracking.runs import COUNTS, COUNTS_ARTIFACT
+    from isolab.tracking.columns import COUNTS, COUNTS_ARTIFACT
 
-    uri = f"sqlite:///{tmp_path}/counts.db"
+    uri = f"sqlite:///{tmp_path}/counts.db"  # two stores: this one, and back.db to import into
     cfg = RunConfig(experiment="counts", n=4, B_p=2, M=10)
     run = RunLogger(cfg.experiment, cfg.run_name, cfg.run_key, uri)
     run.log_params(cfg.resolved())

@@ -14,12 +14,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-import typer
-from typer.testing import CliRunner
 
-from isolab.cli.analysis import register
 from isolab.synthetic import make_isocompute_runs
-from isolab.tracking.runs import SNAPSHOT_FILE, export_runs, import_runs, load_runs
+from isolab.tracking.importing import import_runs
+from isolab.tracking.runs import load_runs
+from isolab.tracking.snapshot import SNAPSHOT_FILE, export_runs
 
 EXPERIMENT = "synthetic-isocompute"  # what make_isocompute_runs names its runs' experiment
 
@@ -34,15 +33,6 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("store")
     import_runs(export_runs(_runs(), tmp / "snapshot"), tracking_uri=f"sqlite:///{tmp}/mlflow.db")
     return tmp / "mlflow.db"
-
-
-@pytest.fixture()
-def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    app = typer.Typer()
-    register(app)
-    return lambda *args: CliRunner().invoke(app, list(args))
 
 
 def _digest(path: Path) -> str:

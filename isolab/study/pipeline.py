@@ -25,7 +25,7 @@ from isolab.study.registry import (
     spec_path,
 )
 from isolab.sweep import SweepPlan, plan_sweep, split_sizes
-from isolab.tracking.runs import digest_mismatches
+from isolab.tracking.snapshot import digest_mismatches
 
 logger = logging.getLogger(__name__)
 
@@ -56,13 +56,8 @@ def collect(
         RuntimeError: when a sweep leaves failed points (their errors are in the message) or
             is interrupted; finished runs are kept, so calling again resumes.
     """
-    from isolab.tracking.runs import (
-        export_runs,
-        is_snapshot,
-        load_history,
-        load_runs,
-        read_snapshot_meta,
-    )
+    from isolab.tracking.runs import load_history, load_runs
+    from isolab.tracking.snapshot import export_runs, is_snapshot, read_snapshot_meta
 
     study = get(study) if isinstance(study, str) else study
     check_scale(scale)

@@ -138,7 +138,7 @@ def snapshot_dir(study: Study, scale: str, sweep: str) -> Path:
 def find_snapshot(study: Study, scale: str, sweep: str) -> Path:
     """The snapshot to read: the project's (`snapshot_dir`), else the committed one that the
     installed package carries (`isolab.paths.bundle_dir`), else the project's path (absent)."""
-    from isolab.tracking.runs import is_snapshot
+    from isolab.tracking.snapshot import is_snapshot
 
     mine = snapshot_dir(study, scale, sweep)
     shipped = bundle_dir() / "runs" / study.data_study / scale / sweep
@@ -173,14 +173,14 @@ def plans(study: Study, scale: str) -> dict[str, SweepPlan]:
 
 
 def has_snapshots(study: Study, scale: str) -> bool:
-    from isolab.tracking.runs import is_snapshot
+    from isolab.tracking.snapshot import is_snapshot
 
     return all(is_snapshot(find_snapshot(study, scale, s)) for s in study.sweeps)
 
 
 def describe(study: Study, scale: str) -> pl.DataFrame:
     """One row per sweep: its spec, points, budget, estimated wall time, snapshot present."""
-    from isolab.tracking.runs import is_snapshot
+    from isolab.tracking.snapshot import is_snapshot
 
     rows = []
     for sweep, plan in plans(study, scale).items():

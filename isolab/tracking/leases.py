@@ -18,10 +18,17 @@ server). Nothing rests on clocks, on a shared folder or on the backend's kind. C
 a retry, never a double write; leaseholders that collide every time all give up (their point is
 left to the next `isolab sweep run`).
 
-A lease lasts while its holder writes: `release` ends and deletes it. The lease of a dead
-process of this host is stale, and whoever finds it ends it; one of another host cannot be
-checked and counts as live until `release_stale(..., reclaim_remote=True)` (that machine is
-gone).
+Why a run: the store is the one thing every writer already shares. A lock file works only on
+one machine's disk, and a table of our own would need a migration on every backend; a run is
+written by `create_run` with all its tags at once, listed by `search_runs` with a filter, and
+ended by `set_terminated`, on SQLite and on a server alike. A live lease is a RUNNING one, so
+the listing asks the store for exactly those.
+
+Expiry and takeover: a lease has no time limit (no clock to trust across machines); it lasts
+while its holder writes: `release` ends and deletes it. The lease of a dead process of this
+host is stale, and whoever finds it ends it (`_rivals` does on every `take`): that is the
+takeover, the next `take` then sees no rival. A lease of another host cannot be checked and
+counts as live until `release_stale(..., reclaim_remote=True)` (that machine is gone).
 """
 
 from __future__ import annotations
@@ -32,19 +39,20 @@ import logging
 import os
 import random
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from typing import Any
 
 from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
 
-from isolab.tracking.store import KIND_TAG, client, experiment_id, resolve_uri
+from isolab.tracking.store import client, experiment_id, resolve_uri
+from isolab.tracking.tags import HOST_TAG, KIND_TAG, PID_TAG
+from isolab.vocab import FINISHED, RUNNING
 
 log = logging.getLogger(__name__)
 
 LEASE_KIND = "lease"  # the value of `isolab.kind` on a lease run
 KEYS_TAG = "isolab.lease.keys"  # `.0`, `.1`, …: the leased keys' digests, space-separated
 HELD_TAG = "isolab.lease.held"
-HOST_TAG, PID_TAG = "isolab.host", "isolab.pid"  # the holder (as on training runs)
 DIGEST_CHARS = 16  # of sha256: 64 bits, no collision among any store's run keys
 #: Collisions a leaseholder backs off from before it gives up; the n-th wait is a random
 #: 0–BACKOFF_S·2ⁿ s, so that two leaseholders soon stop colliding.
@@ -66,7 +74,7 @@ def lease(
     *,
     wait_s: float = 0.0,
     label: str | None = None,
-) -> Iterator[bool]:
+) -> Generator[bool, None, None]:
     """Hold run keys `keys` of `experiment` for the block (see the module docstring). Yields
     True when held (released on exit, even on an error), False when another live writer holds
     one of them and did not let go within `wait_s`."""
@@ -96,21 +104,26 @@ def take(
     deadline = time.monotonic() + wait_s
     attempt = 0
     while True:
-        rivals = _rivals(c, exp_id, digests)
+        rivals = _rivals(c, exp_id, digests)  # a cheap look first: no write while one is held
         if not rivals:
             mine = _write(c, exp_id, digests, label)
             try:
+                # The look that counts comes after our own write: a rival that listed before
+                # our write must see it when it lists after its own (the guarantee above).
                 rivals = _rivals(c, exp_id, digests, besides=mine)
                 if not rivals:
+                    # rivals that find it held wait for its release, not back off and retry
                     c.set_tag(mine, HELD_TAG, "true")
                     return mine
             except BaseException:
                 _end(c, mine)
                 raise
-            _end(c, mine)
+            _end(c, mine)  # a rival names a key too: step back (it may be stepping back too)
         held = any(r.data.tags.get(HELD_TAG) for r in rivals)
         if time.monotonic() >= deadline and (held or attempt + 1 >= COLLISION_TRIES):
             return None
+        # wait for a held rival to release; after a collision, a random back-off so that the
+        # two do not collide again
         time.sleep(POLL_S if held else random.uniform(0, BACKOFF_S * 2 ** min(attempt, 4)))
         attempt += 1
 
@@ -174,7 +187,7 @@ def _live_leases(c: Any, exp_id: str) -> list:
     """The experiment's leases not yet ended (few: one per writer at work)."""
     return c.search_runs(
         [exp_id],
-        filter_string=f"tags.`{KIND_TAG}` = '{LEASE_KIND}' and attributes.status = 'RUNNING'",
+        filter_string=f"tags.`{KIND_TAG}` = '{LEASE_KIND}' and attributes.status = '{RUNNING}'",
         max_results=50000,
     )
 
@@ -209,7 +222,7 @@ def _stale(run: Any, reclaim_remote: bool) -> bool:
 
 def _end(c: Any, lease_id: str) -> None:
     """Terminate (no longer live, even if the delete fails), then delete (out of the UI)."""
-    for step in (lambda: c.set_terminated(lease_id, "FINISHED"), lambda: c.delete_run(lease_id)):
+    for step in (lambda: c.set_terminated(lease_id, FINISHED), lambda: c.delete_run(lease_id)):
         try:
             step()
         except Exception as exc:  # noqa: BLE001 - ending a lease must not mask the real error

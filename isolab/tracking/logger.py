@@ -1,0 +1,166 @@
+"""Writing a training run: `RunLogger` creates the run with its tags, logs its params, buffers
+its metrics and sets its final status.
+
+Metrics are buffered and written in batches: one SQLite transaction per step would cost more
+than a tiny model's whole training step. Every write holds Ctrl-C until it is done
+(`interrupts.interrupts_deferred`), so a stop never leaves a half-written transaction behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+import mlflow
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.utils.validation import (
+    MAX_METRICS_PER_BATCH,
+    MAX_PARAM_VAL_LENGTH,
+    MAX_PARAMS_TAGS_PER_BATCH,
+)
+
+from isolab.tracking.interrupts import interrupts_deferred, uninterrupted
+from isolab.tracking.store import (
+    ARTIFACTS_FIX,
+    artifacts_problem,
+    client,
+    experiment_id,
+    resolve_uri,
+)
+from isolab.tracking.tags import (
+    HOST_TAG,
+    PARENT_ENV,
+    PARENT_TAG,
+    PID_TAG,
+    RUN_KEY_TAG,
+    mlflow_key,
+    source_tags,
+)
+from isolab.vocab import FINISHED, RunStatus
+
+log = logging.getLogger(__name__)
+
+FLUSH_EVERY_S = 5.0
+END_RETRIES = 8  # status writes tried over ≈ 50 s of a busy store
+
+
+class RunLogger:
+    """One MLflow run: params and tags up front, metrics buffered, status set at the end. A
+    run created while `$ISOLAB_PARENT_RUN_ID` is set is that run's child (a sweep's point).
+    Every write holds Ctrl-C until it is done (`interrupts_deferred`)."""
+
+    def __init__(self, experiment: str, run_name: str, run_key: str, uri: str | None = None):
+        self.uri = resolve_uri(uri)
+        problem = artifacts_problem(self.uri, experiment)
+        if problem:
+            raise ValueError(f"{problem}: {ARTIFACTS_FIX}")
+        self.client = client(self.uri)
+        self.experiment_id = experiment_id(experiment, self.uri)
+        tags = {
+            RUN_KEY_TAG: run_key,
+            **source_tags(),
+            PID_TAG: str(os.getpid()),
+            HOST_TAG: os.uname().nodename,
+            "mlflow.runName": run_name,
+        }
+        if os.environ.get(PARENT_ENV):
+            tags[PARENT_TAG] = os.environ[PARENT_ENV]
+        with interrupts_deferred():
+            run = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags)
+        self.run_id = run.info.run_id
+        self._buffer: list[Metric] = []
+        self._last_flush = time.monotonic()
+
+    @uninterrupted
+    def log_params(self, params: dict[str, Any]) -> None:
+        items = [Param(k, _param_str(v)) for k, v in sorted(params.items())]
+        for i in range(0, len(items), MAX_PARAMS_TAGS_PER_BATCH):
+            batch = items[i : i + MAX_PARAMS_TAGS_PER_BATCH]
+            self.client.log_batch(self.run_id, params=batch)
+
+    @uninterrupted
+    def set_tags(self, tags: dict[str, str]) -> None:
+        self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        now_ms = int(time.time() * 1000)
+        for key, value in metrics.items():
+            if value is None:
+                continue
+            self._buffer.append(Metric(mlflow_key(key), float(value), now_ms, step))
+        if time.monotonic() - self._last_flush > FLUSH_EVERY_S:
+            self.flush()
+
+    @uninterrupted
+    def flush(self) -> None:
+        while self._buffer:
+            chunk = self._buffer[:MAX_METRICS_PER_BATCH]
+            self._buffer = self._buffer[MAX_METRICS_PER_BATCH:]
+            self.client.log_batch(self.run_id, metrics=chunk)
+        self._last_flush = time.monotonic()
+
+    @uninterrupted
+    def log_dict(self, data: Any, artifact_file: str) -> None:
+        self.client.log_dict(self.run_id, data, artifact_file)
+
+    @uninterrupted
+    def log_split(self, name: str, context: str, ids: list[str], source: str) -> str:
+        """A problem split as an MLflow dataset input (`log_input`): its name, a digest of its
+        problem ids (equal digests, equal problems), its size and where it came from; the UI
+        lists it under the run's datasets. Returns the digest."""
+        import hashlib
+        import json
+
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+
+        digest = hashlib.sha256("\n".join(map(str, ids)).encode()).hexdigest()[:16]
+        dataset = Dataset(
+            name=name,
+            digest=digest,
+            source_type="isolab",
+            source=json.dumps({"source": source}),
+            profile=json.dumps({"num_rows": len(ids)}),
+        )
+        tags = [InputTag("mlflow.data.context", context)]
+        for attempt in range(4):
+            try:
+                self.client.log_inputs(self.run_id, datasets=[DatasetInput(dataset, tags=tags)])
+                return digest
+            except mlflow.exceptions.MlflowException as exc:
+                # two runs logging the same split at once race on MLflow's unique dataset row;
+                # a retry finds the row the other made (the record is metadata: never fatal)
+                if attempt == 3:
+                    log.warning("could not record dataset %s of run %s: %s", name, self.run_id, exc)
+                time.sleep(0.1 * (attempt + 1))
+        return digest
+
+    @uninterrupted
+    def log_figure(self, figure, artifact_file: str) -> None:
+        self.client.log_figure(self.run_id, figure, artifact_file)
+
+    @uninterrupted
+    def end(self, status: RunStatus = FINISHED) -> None:
+        """Flush and close the run; status FINISHED, FAILED or KILLED. The status write is
+        retried while the store is busy (`database is locked` under many writers): a run
+        must not stay RUNNING because a stop came at a busy moment."""
+        try:
+            self.flush()
+        finally:
+            for attempt in range(END_RETRIES):
+                try:
+                    self.client.set_terminated(self.run_id, status=status)
+                    break
+                except mlflow.exceptions.MlflowException:
+                    if attempt == END_RETRIES - 1:
+                        raise
+                    time.sleep(0.2 * 2**attempt)
+
+
+def _param_str(value: Any) -> str:
+    """`value` as MLflow keeps a param: cut to its limit (6000 characters), marked with `...`."""
+    text = str(value)
+    if len(text) <= MAX_PARAM_VAL_LENGTH:
+        return text
+    return text[: MAX_PARAM_VAL_LENGTH - 3] + "..."
