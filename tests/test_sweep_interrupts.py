@@ -16,7 +16,7 @@ from test_sweep_run import REPO, SMOKE, _start, assert_complete, runs_by_status
 
 from isolab.cli.common import EXIT_GRACE_S
 from isolab.sweep import SweepSpec, plan_sweep
-from isolab.sweep import store as sweep
+from isolab.sweep import resume as sweep
 from isolab.sweep.runner import STOP_GRACE_S
 from isolab.tracking import RUN_KEY_TAG
 
@@ -126,9 +126,9 @@ def test_a_worker_that_swallows_ctrl_c_still_stops_and_shows_where(tmp_path):
     script = tmp_path / "stuck.py"
     script.write_text(
         "import signal, time\n"
-        "from isolab.sweep import runner\n"
-        "runner.WORKER_STOP_S = 2.0\n"
-        "signal.signal(signal.SIGINT, runner._interrupt_once)\n"
+        "from isolab.sweep import local\n"
+        "local.WORKER_STOP_S = 2.0\n"
+        "signal.signal(signal.SIGINT, local._interrupt_once)\n"
         "def stuck_in_a_library():\n"
         "    ready = False\n"
         "    while True:\n"

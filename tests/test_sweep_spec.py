@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from isolab.cli import sweep as cli_sweep
 from isolab.sweep import SpecError, SweepSpec, plan_sweep
-from isolab.sweep import store as sweep
+from isolab.sweep import resume as sweep
 from isolab.tracking import RUN_KEY_TAG
 
 REPO = Path(__file__).resolve().parents[1]
@@ -135,6 +135,59 @@ def test_bad_specs_exit_2_naming_the_field_and_start_nothing(tmp_path, changes, 
         result = cli(*args)
         assert result.exit_code == 2, result.output
         assert field in result.output
+    assert not store.exists()
+
+
+# ---- guards: the library refuses, the command line only exits 2 with its message ---------------
+def test_a_sweep_over_the_wall_time_guard_is_refused_by_every_way_to_run_it(tmp_path, monkeypatch):
+    """`run_sweep` and `execute` (what a study's `collect` calls) refuse a sweep estimated at over
+    168 h before the store is touched, as `isolab sweep run` does; $ISOLAB_NO_SIZE_GUARDS=1
+    lets it through."""
+    from isolab.config import SIZE_GUARD_ENV
+    from isolab.sweep import execute, run_sweep
+    from isolab.sweep.plan import MAX_WALL_HOURS, check_wall_time
+
+    monkeypatch.delenv(SIZE_GUARD_ENV, raising=False)
+    path = write_spec(tmp_path, timing={"setup_s": 100_000.0})  # 12 points: ≈ 333 h
+    plan = plan_sweep(SweepSpec.from_yaml(path))
+    store = tmp_path / "store.db"
+    uri = f"sqlite:///{store}"
+    message = f"over isolab's guard of {MAX_WALL_HOURS} h"
+    with pytest.raises(ValueError, match=message):
+        run_sweep(plan, uri, backend="inline")
+    with pytest.raises(ValueError, match=message):
+        execute(plan.points, plan, uri, backend="inline")
+    result = cli("run", str(path), "--tracking-uri", uri)
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert SIZE_GUARD_ENV in result.output
+    assert not store.exists()
+    check_wall_time(plan, workers=2)  # ≈ 167 h with two workers: under the guard
+    monkeypatch.setenv(SIZE_GUARD_ENV, "1")
+    check_wall_time(plan)
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"backend": "gpu"}, "--backend"),
+        ({"workers": 0}, "--workers"),
+        ({"backend": "inline", "workers": 2}, "--workers"),
+        ({"address": "ray://x:1"}, "--address"),
+        ({"limit": 0}, "--limit"),
+        ({"backend": "ray", "address": "ray://x:1"}, "--tracking-uri"),
+    ],
+)
+def test_run_options_that_cannot_work_are_refused_before_the_store_is_touched(
+    tmp_path, options, named
+):
+    from isolab.sweep import check_run, run_sweep
+
+    plan = plan_sweep(SweepSpec.from_yaml(SMOKE))
+    store = tmp_path / "store.db"
+    with pytest.raises(ValueError, match=named):
+        check_run(plan, f"sqlite:///{store}", **options)
+    with pytest.raises(ValueError, match=named):
+        run_sweep(plan, f"sqlite:///{store}", **options)
     assert not store.exists()
 
 

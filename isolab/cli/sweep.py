@@ -1,13 +1,14 @@
 """`isolab sweep plan|run`: iso-compute sweeps from a YAML spec (see `isolab.sweep.spec`).
 
 Wired into the main CLI with `register(app)`.
-A bad spec exits 2 with a message naming the field, before anything starts.
+A bad spec or option exits 2 with the library's message naming the field and the fix, before
+anything starts: the checks themselves live in `isolab.sweep` (`plan_sweep`, `check_run`), so a
+notebook meets the same ones.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -26,21 +27,18 @@ from isolab.cli.common import (
     safe,
 )
 from isolab.config import SIZE_GUARD_ENV  # config is light: yaml and pydantic, no torch
+from isolab.vocab import FAILED, FINISHED, KILLED, SKIPPED
 
 if TYPE_CHECKING:  # the sweep package imports torch and MLflow: commands import it when run
     from isolab.sweep import SweepPlan
 
-#: Estimated wall hours past which `sweep run` refuses a sweep unless told (a 2,000-point
-#: spec planned 2,080 h without a word).
-MAX_HOURS = 168
-
 sweep_app = typer.Typer(
-    help="Iso-compute sweeps: plan a study's grid at equal compute, run it resumably.",
+    help="Iso-compute sweeps: plan a sweep's grid at equal compute, run it resumably.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
 
-SpecPath = Annotated[Path, typer.Argument(help="Study spec YAML (e.g. studies/smoke.yaml).")]
+SpecPath = Annotated[Path, typer.Argument(help="Sweep spec YAML (e.g. studies/smoke.yaml).")]
 
 
 def register(app: typer.Typer) -> None:
@@ -54,17 +52,9 @@ def load_plan(spec_path: Path) -> SweepPlan:
 
     try:
         spec = SweepSpec.from_yaml(spec_path)
-    except SpecError as exc:
-        fail(f"{spec_path}: {exc}")
-    try:
         return plan_sweep(spec, split_sizes(spec))
     except SpecError as exc:
         fail(f"{spec_path}: {exc}")
-    except ValueError as exc:  # a point's config: its M is the budget's doing
-        budget = "budget_rollouts" if spec.mode == "isocompute" else "budget_flops"
-        if str(exc).startswith("M = "):
-            fail(f"{spec_path}: {budget}: the budget gives {exc}")
-        fail(f"{spec_path}: axes: {exc}")
     raise AssertionError  # unreachable: fail raises
 
 
@@ -104,7 +94,7 @@ def plan_cmd(
         "ρ",
         "est. wall",
         "run key",
-        title=f"study {safe(s.name)}: {len(plan.points)} runs ({s.mode})",
+        title=f"sweep {safe(s.name)}: {len(plan.points)} runs ({s.mode})",
     )
     for p in plan.points:
         c = p.config
@@ -142,9 +132,11 @@ def plan_cmd(
         f"estimated wall time {_duration(plan.est_wall_s / max(1, workers))} "
         f"with {workers} worker(s)"
     )
-    if plan.est_wall_s / max(1, workers) > MAX_HOURS * 3600:
+    from isolab.sweep.plan import MAX_WALL_HOURS, wall_hours
+
+    if wall_hours(plan, workers) > MAX_WALL_HOURS:
         console.print(
-            f"[bold yellow]warning:[/] over {MAX_HOURS} h: `sweep run` refuses it unless "
+            f"[bold yellow]warning:[/] over {MAX_WALL_HOURS} h: `sweep run` refuses it unless "
             f"{SIZE_GUARD_ENV}=1 (narrow the axes, lower the budget or add workers)."
         )
 
@@ -179,73 +171,61 @@ def run_cmd(
 ) -> None:
     """Run every grid point not yet FINISHED in the store; Ctrl-C stops cleanly.
 
-    Finished run keys are skipped, so the same command resumes the study; a run left RUNNING by a dead process, or FAILED, is redone (the old one stays FAILED). The local backend runs points in K worker processes; the ray backend submits each point as a Ray task with the spec's resources (a local Ray instance, or --address with a tracking server).
+    Finished run keys are skipped, so the same command resumes the sweep; a run left RUNNING by a dead process, or FAILED, is redone (the old one stays FAILED). The local backend runs points in K worker processes; the ray backend submits each point as a Ray task with the spec's resources (a local Ray instance, or --address with a tracking server).
     """
-    from isolab.sweep import runner
+    from isolab import sweep
+    from isolab.tracking import resolve_uri
 
     plan = load_plan(spec)
-    if backend not in runner.BACKENDS:
-        fail(f"--backend {backend!r}: choose one of {', '.join(runner.BACKENDS)}")
-    if workers < 1:
-        fail(f"--workers {workers}: must be ≥ 1")
-    if backend == "inline" and workers != 1:
-        fail(f"--backend inline runs one point at a time in this process: drop --workers {workers}")
-    if address and backend != "ray":
-        fail("--address is for the ray backend: add --backend ray")
-    if limit is not None and limit < 1:
-        fail(f"--limit {limit}: run at least 1 point, or leave --limit out to run them all")
-    uri = runner.resolve_uri(tracking_uri)
-    if address and uri.startswith("sqlite"):
-        fail(
-            "a Ray cluster cannot share a SQLite store: start `mlflow server` (PostgreSQL for "
-            "teams) and pass --tracking-uri http://HOST:PORT"
+    try:
+        sweep.check_run(
+            plan, tracking_uri, workers=workers, backend=backend, address=address, limit=limit
         )
+    except ValueError as exc:
+        fail(f"{spec}: {exc}")
+    uri = resolve_uri(tracking_uri)
     check_artifacts(uri, plan.spec.name)
     resume = f"isolab sweep run {spec} --workers {workers} --backend {backend}"
     resume += f" --address {address}" if address else ""
     resume += f" --tracking-uri {tracking_uri}" if tracking_uri else ""
 
-    hours = plan.est_wall_s / max(1, workers) / 3600
-    if hours > MAX_HOURS and os.environ.get(SIZE_GUARD_ENV) != "1":
-        fail(
-            f"{spec}: an estimated {hours:,.0f} h with {workers} worker(s), over isolab's guard "
-            f"of {MAX_HOURS} h: narrow the axes, lower the budget, add workers, or set "
-            f"{SIZE_GUARD_ENV}=1 to run it anyway."
-        )
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        todo, state = runner.pending(plan, uri, reclaim_remote, limit)
+        todo, state = sweep.pending(plan, uri, reclaim_remote, limit)
         reclaimed = sum(len(v) for v in state.stale.values())
         console.print(
-            f"study [bold]{safe(plan.spec.name)}[/]: {len(plan.points)} points · "
+            f"sweep [bold]{safe(plan.spec.name)}[/]: {len(plan.points)} points · "
             f"{len(state.finished)} finished (skipped) · {len(state.live)} running elsewhere · "
             f"{reclaimed} stale RUNNING marked FAILED · [bold]{len(todo)} to run[/] "
             f"({backend}, {workers} worker(s)) · store {safe(uri)}"
         )
         outcomes, interrupted = _run_with_progress(
-            runner, todo, plan, uri, workers, backend, address
+            sweep.execute, todo, plan, uri, workers, backend, address
         )
     except KeyboardInterrupt:
         outcomes, interrupted = [], True
     finally:
         signal.signal(signal.SIGTERM, previous)
-    finished = sum(o.status == "FINISHED" for o in outcomes)
-    failed = [o for o in outcomes if o.status == "FAILED"]
+    finished = sum(o.status == FINISHED for o in outcomes)
     if interrupted:
         err.print(
             f"[yellow]interrupted[/]: {finished} run(s) finished in this session are kept; "
             f"runs cut short are marked KILLED. Resume with:\n  {safe(resume, 1000)}"
         )
         exit_interrupted()
-    others = sum(o.status == "SKIPPED" for o in outcomes)
+    failed = [o for o in outcomes if o.status == FAILED]
+    # KILLED without a Ctrl-C here: a worker was stopped by a signal of its own
+    killed = [o for o in outcomes if o.status == KILLED]
+    others = sum(o.status == SKIPPED for o in outcomes)
     console.print(
         f"[green]{finished} finished[/], {len(failed)} failed"
+        + (f", {len(killed)} killed" if killed else "")
         + (f", {others} left to another runner on this spec and store" if others else "")
     )
-    for o in failed:
+    for o in failed + killed:
         why = safe(o.error or "see its MLflow run", 500)
-        err.print(f"[red]FAILED[/] {o.run_key} {safe(o.run_name)}: {why}")
-    if failed:
+        err.print(f"[red]{o.status}[/] {o.run_key} {safe(o.run_name)}: {why}")
+    if failed or killed:
         err.print(
             f"Rerun to retry the failed points (finished ones are skipped):\n  {safe(resume, 1000)}"
         )
@@ -256,7 +236,7 @@ def _raise_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def _run_with_progress(runner, todo, plan: SweepPlan, uri, workers, backend, address):
+def _run_with_progress(execute, todo, plan: SweepPlan, uri, workers, backend, address):
     """Progress bar weighted by each run's estimated wall time, a line per finished run."""
     metric = plan.spec.metric
     total = sum(p.est_wall_s for p in todo) or 1.0
@@ -275,9 +255,9 @@ def _run_with_progress(runner, todo, plan: SweepPlan, uri, workers, backend, add
 
         def on_result(outcome, point) -> None:
             counts["done"] += 1
-            ok = outcome.status == "FINISHED"
+            ok = outcome.status == FINISHED
             mark = "[green]✓[/]" if ok else f"[red]✗ {outcome.status}[/]"
-            if outcome.status == "SKIPPED":
+            if outcome.status == SKIPPED:
                 mark = f"[dim]· {safe(outcome.error)}[/]"
             value = "—" if math.isnan(outcome.metric) else f"{outcome.metric:.3f}"
             line = (
@@ -291,7 +271,7 @@ def _run_with_progress(runner, todo, plan: SweepPlan, uri, workers, backend, add
                 bar, advance=point.est_wall_s, runs=f"{counts['done']}/{len(todo)} runs"
             )
 
-        return runner.execute(
+        return execute(
             todo,
             plan,
             uri,

@@ -1,5 +1,6 @@
 """Sweeps: a spec (`spec`: base config, axes, budget) → a grid at equal compute (`plan`) → runs,
-resumably, on local workers, Ray or inline (`runner`).
+resumably (`resume`: what the store holds, what is left), on local workers (`local`), Ray
+(`ray_backend`) or inline (`runner`), one point at a time (`point`).
 
     from isolab.sweep import SweepSpec, plan_sweep, run_sweep
     plan = plan_sweep(SweepSpec.from_yaml("studies/smoke.yaml"))
@@ -7,15 +8,19 @@ resumably, on local workers, Ray or inline (`runner`).
 """
 
 from isolab.sweep.plan import GridPoint, SweepPlan, plan_sweep, split_sizes
-from isolab.sweep.runner import execute, run_sweep
+from isolab.sweep.point import RunOutcome
+from isolab.sweep.resume import pending, scan_store
+from isolab.sweep.runner import SweepReport, check_run, execute, run_sweep
 from isolab.sweep.spec import SpecError, SweepSpec
-from isolab.sweep.store import pending, scan_store
 
 __all__ = [
     "GridPoint",
+    "RunOutcome",
     "SpecError",
     "SweepPlan",
+    "SweepReport",
     "SweepSpec",
+    "check_run",
     "execute",
     "pending",
     "scan_store",

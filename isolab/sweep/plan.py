@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
-from isolab.config import RunConfig
-from isolab.rl import difficulty
-from isolab.rl.plan import plan_config
+from isolab import difficulty
+from isolab.config import SIZE_GUARD_ENV, RunConfig
+from isolab.planning import plan_config
 from isolab.sweep.spec import SpecError, SweepSpec, Timing
 from isolab.vocab import FLOPS_TOTAL, RHO
 
@@ -108,19 +109,36 @@ def _grid(spec: SweepSpec):
 #: Grid points (axes × seeds) past which a spec is refused before it is expanded (200,000
 #: points hung the planner), unless `$ISOLAB_NO_SIZE_GUARDS=1`.
 MAX_GRID_POINTS = 5000
+#: Estimated wall hours past which a sweep is refused before it runs, unless
+#: `$ISOLAB_NO_SIZE_GUARDS=1` (a 2,000-point spec planned 2,080 h without a word).
+MAX_WALL_HOURS = 168
 
 
 def _check_grid_size(spec: SweepSpec) -> None:
-    import os
-
-    from isolab.config import SIZE_GUARD_ENV
-
     size = math.prod(len(v) for v in spec.axes.values()) * len(spec.seeds)
     if size > MAX_GRID_POINTS and os.environ.get(SIZE_GUARD_ENV) != "1":
         raise SpecError(
             "axes",
             f"{size:,} grid points (axes × seeds) is over isolab's guard of {MAX_GRID_POINTS:,}: "
             f"narrow the axes, or set {SIZE_GUARD_ENV}=1 to plan it anyway.",
+        )
+
+
+def wall_hours(plan: SweepPlan, workers: int = 1) -> float:
+    """The plan's estimated wall time in hours, its points shared among `workers`."""
+    return plan.est_wall_s / max(1, workers) / 3600
+
+
+def check_wall_time(plan: SweepPlan, workers: int = 1) -> None:
+    """Refuse a sweep estimated at over `MAX_WALL_HOURS` with `workers` (ValueError with the
+    fix), unless `$ISOLAB_NO_SIZE_GUARDS=1`. Every way of running a sweep checks it
+    (`isolab.sweep.runner.check_run`): the command line, `run_sweep`, a study's `collect`."""
+    hours = wall_hours(plan, workers)
+    if hours > MAX_WALL_HOURS and os.environ.get(SIZE_GUARD_ENV) != "1":
+        raise ValueError(
+            f"an estimated {hours:,.0f} h with {workers} worker(s), over isolab's guard "
+            f"of {MAX_WALL_HOURS} h: narrow the axes, lower the budget, add workers, or set "
+            f"{SIZE_GUARD_ENV}=1 to run it anyway."
         )
 
 
@@ -136,7 +154,8 @@ def plan_sweep(
             problems per step than the split holds are dropped (see `split_sizes`).
 
     Raises:
-        SpecError: when every point is dropped (naming the budget or the cap at fault).
+        SpecError: when every point is dropped (naming the budget or the cap at fault), or a
+            point's config is invalid (the budget's M over the size guard: naming the budget).
     """
     _check_grid_size(spec)
     fractions = eval_fractions(spec.eval_points, spec.eval_ratio)
@@ -174,7 +193,10 @@ def plan_sweep(
                 )
                 reasons.add("split")
                 continue
-        point = _plan_point(spec, cfg, values, fractions)
+        try:
+            point = _plan_point(spec, cfg, values, fractions)
+        except ValueError as exc:  # the steps the budget gives make an invalid RunConfig
+            raise _budget_error(spec, exc) from None
         if isinstance(point, DroppedPoint):
             dropped.append(point)
             reasons.add("budget")
@@ -198,7 +220,9 @@ def _plan_point(
             )
         at = checkpoints(spec.budget_rollouts, fractions)
     else:
-        budget = float(spec.budget_flops)  # type: ignore[arg-type]
+        # SweepSpec.__post_init__ refuses a spec with neither budget or both
+        assert spec.budget_flops is not None
+        budget = float(spec.budget_flops)
         if not step_flops > 0:
             return DroppedPoint(
                 values, "FLOPs of one step unknown: cannot place it on an IsoFLOP grid"
@@ -231,10 +255,21 @@ def _planned(cfg: RunConfig) -> dict[str, float]:
         return {}
 
 
+def _budget_error(spec: SweepSpec, exc: ValueError) -> SpecError:
+    """A point's config made invalid by its M (over the size guard): the budget's doing, so
+    named after it; any other invalid config is the axes'."""
+    if str(exc).startswith("M = "):
+        return SpecError(_budget_field(spec), f"the budget gives {exc}")
+    return SpecError("axes", str(exc))
+
+
+def _budget_field(spec: SweepSpec) -> str:
+    return "budget_rollouts" if spec.mode == "isocompute" else "budget_flops"
+
+
 def _why_empty(spec: SweepSpec, reasons: set[str]) -> tuple[str, str]:
     if "budget" in reasons:
-        name = "budget_rollouts" if spec.mode == "isocompute" else "budget_flops"
-        return name, (
+        return _budget_field(spec), (
             "below one step for every grid point that fits the cap; raise the budget "
             "or add smaller n / B_p values."
         )
@@ -249,7 +284,7 @@ def _why_empty(spec: SweepSpec, reasons: set[str]) -> tuple[str, str]:
 
 def split_sizes(spec: SweepSpec) -> dict[tuple[str, str, str, int], int]:
     """Training problems per (model, task, split, pool_size), for the splits already labelled."""
-    sizes: dict[tuple[str, str], int] = {}
+    sizes: dict[tuple[str, str, str, int], int] = {}
     models = spec.axes.get("model", (spec.base.model,))
     splits = spec.axes.get("split", (spec.base.split,))
     tasks = spec.axes.get("task", (spec.base.task,))

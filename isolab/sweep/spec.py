@@ -172,7 +172,9 @@ class SweepSpec:
     def _check_metric_k(self) -> None:
         """The metric's k is evaluated by every run (in `eval_ks` of the base and each axis
         value)."""
-        k = int(METRIC.fullmatch(self.metric).group(2))
+        match = METRIC.fullmatch(self.metric)
+        assert match is not None  # __post_init__ checked the metric's form before this
+        k = int(match.group(2))
         where = "every value of axes.eval_ks" if "eval_ks" in self.axes else "base.eval_ks"
         for eval_ks in self.axes.get("eval_ks", (self.base.eval_ks,)):
             if k not in eval_ks:
@@ -305,8 +307,9 @@ def _load_base(base: Any, name: Any, root: Path | None) -> RunConfig:
             raise SpecError(
                 f"base.{_key(key)}", f"unknown RunConfig field; valid: {sorted(known)}."
             )
+    config: dict[str, Any] = {**base, "experiment": str(name or "default")}
     try:
-        return RunConfig(**{**base, "experiment": str(name or "default")})
+        return RunConfig(**config)
     except (ValueError, TypeError) as exc:
         raise SpecError(_field_in(str(exc)), str(exc)) from exc
 
@@ -385,7 +388,7 @@ def _number(name: str, value: Any, kind: type) -> int | float:
     return number
 
 
-def _sub(name: str, data: Any, klass: type) -> Any:
+def _sub(name: str, data: Any, klass: type[Resources] | type[Timing]) -> Resources | Timing:
     if not isinstance(data, dict):
         raise SpecError(name, "give a mapping.")
     known = {f.name for f in dataclasses.fields(klass)}

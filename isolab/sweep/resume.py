@@ -1,5 +1,6 @@
-"""What a sweep finds in the store: per run key of its plan, FINISHED, RUNNING with a live
-process, RUNNING with none (stale), or FAILED / KILLED; and the points still to run.
+"""Resuming a sweep: what the store holds of each point of its plan, and the points still to
+run. Per run key of the plan, the sweep's runs are FINISHED, RUNNING with a live process, RUNNING
+with none (stale), or FAILED / KILLED:
 
 - a FINISHED run exists → skip (never redone, so a finished result is never lost or doubled),
   unless it ran on other base weights than the model now in use (a rebuilt base);
@@ -17,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 
 from isolab.models import current_digest
@@ -32,19 +33,24 @@ from isolab.tracking import (
     mark_failed,
     resolve_uri,
 )
-from isolab.tracking.leases import process_alive  # also `isolab.sweep.store.process_alive`
+from isolab.tracking.leases import process_alive  # also `isolab.sweep.resume.process_alive`
+from isolab.vocab import FINISHED, RUNNING
 
 log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
-def lease(run_key: str, experiment: str, uri: str) -> Iterator[bool]:
+def lease(run_key: str, experiment: str, uri: str) -> Generator[bool, None, None]:
     """The lease on one point while it trains, held in the store itself
     (`isolab.tracking.leases`), so that every runner of that store sees it, on this machine or
     any other in front of one tracking server. Yields False when another live runner holds it
     (that runner trains the point). Two runners never hold one point at once; a lease goes stale
     with its process (this host's dead ones are ended by whoever finds them, other hosts' by
     `pending(reclaim_remote=True)`)."""
+    # Held for the whole training, not just taken and dropped: the store scan that planned this
+    # runner's points is already stale when it starts, so the lease is what keeps a second
+    # runner off a point while its run exists. No wait (`wait_s` = 0): a point someone else
+    # holds is theirs to finish, and this runner moves on to its next one.
     with leases.lease(experiment, [run_key], uri, label=f"lease {run_key}") as held:
         yield held
 
@@ -55,7 +61,7 @@ def finished_elsewhere(run_key: str, experiment: str, model: str, uri: str) -> b
     digest = current_digest(model)
     for run in find_runs(experiment, uri, run_key=run_key):
         used = run.data.tags.get(BASE_DIGEST_TAG)
-        if run.info.status == "FINISHED" and not (used and digest and used != digest):
+        if run.info.status == FINISHED and not (used and digest and used != digest):
             return True
     return False
 
@@ -87,12 +93,12 @@ def scan_store(
             continue
         status, run_id = run.info.status, run.info.run_id
         used = run.data.tags.get(BASE_DIGEST_TAG)
-        if status == "FINISHED" and used and digests[key] and used != digests[key]:
+        if status == FINISHED and used and digests[key] and used != digests[key]:
             # finished on other base weights (a rebuilt model): not this point's result
             log.info("run %s of %s used base %s, not %s: redone", run_id, key, used, digests[key])
-        elif status == "FINISHED":
+        elif status == FINISHED:
             state.finished.setdefault(key, run_id)
-        elif status == "RUNNING":
+        elif status == RUNNING:
             tags = run.data.tags
             if tags.get("isolab.host") == host:
                 pid = int(tags.get("isolab.pid", "0") or 0)
