@@ -1,4 +1,6 @@
-"""Shared fixtures: the tiny model built once per session, and throwaway MLflow stores.
+"""Shared fixtures: the tiny model built once per session, a throwaway MLflow store, and the
+`isolab` command line run in-process. (Plain helpers a test imports, such as `tiny_llama` and
+`mlflow_server`, are in helpers.py: a module-level constant cannot take a fixture.)
 
 Under pytest-xdist (`make test` runs 2 workers, a test file per worker) the controller builds
 the model cache before the workers start, and each worker and the processes it starts use one
@@ -8,10 +10,14 @@ torch thread: two workers on two cores, no oversubscription.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from click.testing import Result
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,13 +44,16 @@ def _cache_root() -> Path:
 def _build_cache() -> None:
     """tiny-m and its difficulty labels into $ISOLAB_CACHE (a no-op when already there)."""
     from isolab import models
-    from isolab.rl.difficulty import load_or_label
+    from isolab.difficulty import load_or_label
 
     models.build("tiny-m")
     load_or_label("tiny-m", "arithmetic", pool_size=4000)
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # MLflow's usage telemetry: a sender thread in every process the tests start, on a machine
+    # without internet; it once raced in a server's start-up (`_MLFLOW_TELEMETRY_SESSION_ID`)
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     worker = hasattr(config, "workerinput")
     if worker:
         os.environ.setdefault("OMP_NUM_THREADS", "1")  # inherited by the worker's subprocesses
@@ -76,5 +85,24 @@ def isolab_cache() -> Iterator[Path]:
 
 @pytest.fixture
 def tracking_uri(tmp_path: Path) -> str:
-    """A fresh SQLite MLflow store for one test."""
+    """A fresh SQLite MLflow store for one test (the file is made on first write).
+
+    Build a URI by hand only where a test needs a second store beside this one, or the store's
+    file at a path it then checks."""
     return f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
+    """`cli("runs", "export", …)`: the `isolab` command line run in-process (typer's
+    CliRunner), returning click's Result (`exit_code`, `output`).
+
+    The test runs in `tmp_path` with no $MLFLOW_TRACKING_URI, so that `runs/` and the default
+    store are its own: a command without --tracking-uri writes nothing outside the test."""
+    from typer.testing import CliRunner
+
+    from isolab.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    return lambda *args: CliRunner().invoke(app, list(args))

@@ -1,4 +1,6 @@
-"""Helpers the tests share (not part of isolab): a real `mlflow server` on loopback."""
+"""Helpers the tests share (not part of isolab): a tiny Llama config, a real `mlflow server`
+on loopback. Fixtures are in conftest.py; these are plain functions, for module-level constants
+and parametrize lists, which cannot take a fixture."""
 
 from __future__ import annotations
 
@@ -12,6 +14,22 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+
+
+def tiny_llama(**overrides):
+    """A `transformers.LlamaConfig` small enough for FLOP counts in milliseconds: 2 layers,
+    hidden 64, MLP 256, 4 heads (full multi-head attention), a 32-token vocabulary; any field
+    can be overridden (`tiny_llama(hidden_size=96, num_labels=1)` for a reward model)."""
+    from transformers import LlamaConfig  # seconds to import: only the tests that build one
+
+    fields = dict(
+        hidden_size=64,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        vocab_size=32,
+    )
+    return LlamaConfig(**{**fields, **overrides})
 
 
 def free_port() -> int:
@@ -51,7 +69,12 @@ def mlflow_server(
         "1",
     ]
     out = open(log_file, "ab") if log_file else subprocess.DEVNULL  # noqa: SIM115
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    # MLflow's job runner (a huey consumer per job type, each importing MLflow: ~25 s of CPU at
+    # every start) serves GenAI features that isolab's stores never use
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    proc = subprocess.Popen(
+        cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env
+    )
     uri = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout_s

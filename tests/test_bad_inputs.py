@@ -181,11 +181,13 @@ SPECS = [
 
 
 @pytest.fixture
-def cli(tmp_path, monkeypatch, isolab_cache):
+def cli(tmp_path, monkeypatch, isolab_cache, tracking_uri):
+    """This file's `cli` (over conftest's): every command must exit 2; yields (invoke, uri)
+    and checks afterwards that no refused input left a run in the store at `uri`."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the same answer with or without a network
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = tracking_uri
 
     def invoke(*args: str) -> str:
         res = CliRunner().invoke(app, list(args))
@@ -307,7 +309,7 @@ def test_user_text_with_rich_markup_prints_as_it_is(cli, tmp_path):
     assert "[/x]/bad.yaml: budget_rollouts" in invoke("sweep", "plan", str(folder / "bad.yaml"))
     (folder / "ok.yaml").write_text(yaml.safe_dump(spec))
     res = CliRunner().invoke(app, ["sweep", "plan", str(folder / "ok.yaml")])
-    assert res.exit_code == 0 and "study [/x]" in res.output, res.output
+    assert res.exit_code == 0 and "sweep [/x]" in res.output, res.output
 
 
 @pytest.mark.parametrize(
@@ -325,7 +327,7 @@ def test_user_text_with_rich_markup_prints_as_it_is(cli, tmp_path):
 )
 def test_bad_snapshots_import_nothing(cli, tmp_path, damage, named):
     from isolab.synthetic import make_isocompute_runs
-    from isolab.tracking.runs import export_runs
+    from isolab.tracking.snapshot import export_runs
 
     invoke, uri = cli
     snap = export_runs(make_isocompute_runs(seeds=1, max_runs=3, eval_points=3), tmp_path / "s")
@@ -393,10 +395,10 @@ def test_a_held_store_lock_names_its_holder(cli, tmp_path, monkeypatch):
     import fcntl
 
     from isolab.cli.common import EXIT_STORE_BUSY
-    from isolab.tracking import store
+    from isolab.tracking import locks
 
     _, uri = cli
-    monkeypatch.setattr(store, "LOCK_WAIT_S", 0.2)
+    monkeypatch.setattr(locks, "LOCK_WAIT_S", 0.2)
     smoke = str(REPO / "studies" / "smoke.yaml")
     with open(tmp_path / ".mlflow.db.lock", "a+") as lock:  # as another isolab process holds it
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -477,7 +479,7 @@ def test_a_finished_sweep_lets_its_workers_exit_quietly(monkeypatch):
     them exit on their own before it terminates any."""
     import signal
 
-    from isolab.sweep import runner
+    from isolab.sweep import local as runner
 
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -508,7 +510,7 @@ def test_a_finished_sweep_lets_its_workers_exit_quietly(monkeypatch):
     assert ("terminate", None) not in calls and calls[0][1] > 0
 
 
-def test_ctrl_c_during_a_store_write_waits_for_it(tmp_path, monkeypatch):
+def test_ctrl_c_during_a_store_write_waits_for_it(tracking_uri, monkeypatch):
     """SIGINT inside `log_params` is held until the write is done, then raised: the run's
     params are whole and it ends KILLED (a KeyboardInterrupt inside SQLAlchemy once left this
     process deadlocked on its own transaction, the run RUNNING)."""
@@ -517,7 +519,7 @@ def test_ctrl_c_during_a_store_write_waits_for_it(tmp_path, monkeypatch):
 
     from isolab.tracking import RunLogger
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = tracking_uri
     logger = RunLogger("interrupted", "run", "key", uri)
     write = logger.client.log_batch
 

@@ -45,13 +45,10 @@ from isolab.config import RunConfig  # noqa: E402
 from isolab.rl.train import train  # noqa: E402
 from isolab.study.analyses import Report  # noqa: E402
 from isolab.study.pipeline import log_analysis, save_report  # noqa: E402
-from isolab.tracking.runs import (  # noqa: E402
-    KIND_TAG,
-    export_runs,
-    import_runs,
-    load_history,
-    load_runs,
-)
+from isolab.tracking import KIND_TAG  # noqa: E402
+from isolab.tracking.importing import import_runs  # noqa: E402
+from isolab.tracking.runs import load_history, load_runs  # noqa: E402
+from isolab.tracking.snapshot import export_runs  # noqa: E402
 
 STUDY = "ui-browser"
 ANALYSIS = "frontier"  # the report's name: its artifacts go under analysis/frontier/

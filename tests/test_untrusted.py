@@ -75,12 +75,12 @@ def _no_runs(uri: str) -> None:
 
 @pytest.mark.parametrize("command", ["flops", "train"])
 def test_a_reward_model_folder_with_its_own_code_is_not_run(
-    remote_code_folder, tmp_path, monkeypatch, isolab_cache, command
+    remote_code_folder, tmp_path, monkeypatch, isolab_cache, tracking_uri, command
 ):
     monkeypatch.chdir(tmp_path)
     cfg = tmp_path / "run.yaml"
     RunConfig(reward="orm", M=2, extra={"reward_model": str(remote_code_folder)}).to_yaml(cfg)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = tracking_uri
     args = [command, str(cfg)] + (["--tracking-uri", uri] if command == "train" else [])
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 2, res.output
@@ -118,7 +118,7 @@ def policy_with_own_code(tmp_path: Path) -> Path:
     ],
 )
 def test_a_policy_folder_with_its_own_code_is_not_run_on_a_keystroke(
-    policy_with_own_code, tmp_path, monkeypatch, isolab_cache, command, trusted, says
+    policy_with_own_code, tmp_path, monkeypatch, isolab_cache, tracking_uri, command, trusted, says
 ):
     """transformers asks on stdin whether to run a model's own code unless told: isolab tells it,
     so a "y" typed (or piped) answers nothing."""
@@ -126,7 +126,7 @@ def test_a_policy_folder_with_its_own_code_is_not_run_on_a_keystroke(
     model = str(policy_with_own_code)
     run = RunConfig(model=model, split="all", M=2, eval_problems=2, trust_remote_code=trusted)
     run.to_yaml(cfg)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = tracking_uri
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ISOLAB_RUNS", str(tmp_path / "runs"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -150,12 +150,12 @@ def test_a_policy_folder_with_its_own_code_is_not_run_on_a_keystroke(
     ],
 )
 def test_grpo_settings_trl_refuses_leave_no_run(
-    tmp_path, monkeypatch, isolab_cache, override, says
+    tmp_path, monkeypatch, isolab_cache, tracking_uri, override, says
 ):
     monkeypatch.chdir(tmp_path)
     cfg = tmp_path / "run.yaml"
     RunConfig(M=2, eval_problems=2).to_yaml(cfg)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = tracking_uri
     args = ["train", str(cfg), "--set", f"extra.grpo.{override}", "--tracking-uri", uri]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 2, res.output
@@ -164,14 +164,14 @@ def test_grpo_settings_trl_refuses_leave_no_run(
 
 
 def test_a_chat_task_on_a_model_without_a_chat_template_leaves_no_run(
-    tmp_path, monkeypatch, isolab_cache
+    tmp_path, monkeypatch, isolab_cache, tracking_uri
 ):
     monkeypatch.chdir(tmp_path)
     folder = tmp_path / "no-template"  # tiny-m as a folder: a chat task, no template
     shutil.copytree(presets_dir() / "tiny-m", folder)
     cfg = tmp_path / "run.yaml"
     RunConfig(model=str(folder), split="all", M=2, eval_problems=2).to_yaml(cfg)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = tracking_uri
     res = CliRunner().invoke(app, ["train", str(cfg), "--tracking-uri", uri])
     assert res.exit_code == 2, res.output
     assert "chat template" in " ".join(res.output.split())
@@ -193,14 +193,15 @@ def test_ordinary_names_become_relative_paths():
     assert not name_path("my-runs_2").is_absolute()
 
 
-def test_a_snapshot_naming_a_traversal_experiment_imports_nothing(tmp_path):
+def test_a_snapshot_naming_a_traversal_experiment_imports_nothing(tmp_path, tracking_uri):
     from isolab.synthetic import make_isocompute_runs
-    from isolab.tracking.runs import export_runs, import_runs
+    from isolab.tracking.importing import import_runs
+    from isolab.tracking.snapshot import export_runs
 
     snap = export_runs(make_isocompute_runs(seeds=1, max_runs=2, eval_points=3), tmp_path / "s")
     meta = json.loads((snap / "snapshot.json").read_text())
     meta["experiment"] = "../../outside"
     (snap / "snapshot.json").write_text(json.dumps(meta))
     with pytest.raises(ValueError, match="names become folders"):
-        import_runs(snap, tracking_uri=f"sqlite:///{tmp_path / 'm.db'}")
+        import_runs(snap, tracking_uri=tracking_uri)
     assert not (tmp_path.parent / "outside").exists()

@@ -5,8 +5,13 @@ the field and the fix; nothing was started), or an MLflow store another process 
 (`EXIT_STORE_BUSY`: the message names the holder; the same command may succeed later); 130
 Ctrl-C (runs cut short are KILLED).
 
-One module per command group (`models`, `run`, `sweep`, `analysis`, `study`); this is the only
-package that imports typer, and nothing outside it imports it.
+One module per subject, each with a `register(app)`: `models` (models build|list,
+difficulty), `train` (train, flops), `ui`, `demo`, `sweep` (sweep plan|run), `analysis`
+(frontier), `runs` (runs export|import), `study` (study list|run, init). This is the only
+package that imports typer, and nothing outside it imports it. Modules import only typer, rich
+and light isolab modules at the top; a command imports what it needs (torch, MLflow, polars)
+when it runs, so that `isolab --help` takes a fraction of a second
+(tests/test_cli_startup.py).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import sys
 import typer
 from typer.core import TyperGroup
 
-from isolab.cli import analysis, models, run, study, sweep
+from isolab.cli import analysis, demo, models, runs, study, sweep, train, ui
 from isolab.cli.common import EXIT_STORE_BUSY, fail
 from isolab.logs import configure
 
@@ -29,8 +34,8 @@ class _Commands(TyperGroup):
         try:
             return super().invoke(ctx)
         except Exception as exc:
-            store = sys.modules.get("isolab.tracking.store")  # not loaded: not the store's
-            message = store.busy_store_message(exc) if store else None
+            locks = sys.modules.get("isolab.tracking.locks")  # not loaded: not the store's
+            message = locks.busy_store_message(exc) if locks else None
             if message is None:
                 raise
             fail(message, EXIT_STORE_BUSY)
@@ -43,8 +48,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-for group in (models, run, sweep, analysis, study):
-    group.register(app)
+# `--help` lists single commands, then groups, each in the order registered here
+for module in (models, train, ui, demo, sweep, analysis, runs, study):
+    module.register(app)
 
 
 def _version(value: bool) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import faulthandler
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -12,6 +12,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from isolab.userinput import cut
+
+if TYPE_CHECKING:  # polars is imported by the commands that read runs, never by `--help`
+    import polars as pl
 
 console = Console()
 #: Errors never wrap: a message is one line whatever the terminal's width, so that a config
@@ -44,7 +47,7 @@ def exit_interrupted() -> None:
     raise typer.Exit(130)
 
 
-def fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> NoReturn:
     """Print a fix-it message to stderr and exit non-zero (2: bad input, `EXIT_STORE_BUSY`:
     the store is locked by another process)."""
     err.print(f"[bold red]error:[/] {safe(message, MAX_MESSAGE_CHARS)}")
@@ -99,6 +102,19 @@ def load_config(path: Path, overrides: list[str]):
         return cfg
     except (ValueError, FileNotFoundError, TypeError) as exc:
         fail(f"{path}: {exc}")
+
+
+def load_runs_table(
+    target: str, tracking_uri: str | None, statuses: list[str] | None
+) -> pl.DataFrame:
+    """The runs table of an MLflow experiment or a snapshot folder; exit 2 saying what is missing."""
+    from isolab.tracking.runs import load_runs
+
+    try:
+        return load_runs(target, tracking_uri=tracking_uri, statuses=statuses)
+    except (FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+        raise  # unreachable: fail exits; tells type checkers that nothing is returned here
 
 
 def with_overrides(data: dict, overrides: list[str]) -> dict:

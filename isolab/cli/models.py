@@ -36,7 +36,7 @@ def models_build(
     default pool so that its record holds the split sizes.
     """
     from isolab import models
-    from isolab.models import reward_models
+    from isolab.models import reward as reward_models
 
     names = [*models.preset_names(), *reward_models.REWARD_MODEL_PRESETS]
     if name not in names:
@@ -65,8 +65,8 @@ def models_build(
 
 
 def _warm_start_with_progress(name: str):
+    from isolab import difficulty as diff
     from isolab import models
-    from isolab.rl import difficulty as diff
 
     spec = models.TINY_PRESETS[name]
     with progress() as bar:
@@ -140,7 +140,7 @@ def difficulty(
     force: Annotated[bool, typer.Option(help="Relabel even when cached.")] = False,
 ) -> None:
     """Label a problem pool by the base model's avg@k and write easy / hard splits."""
-    from isolab.rl import difficulty as diff
+    from isolab import difficulty as diff
 
     bands = diff.Bands(easy=_band(easy, "easy"), hard=_band(hard, "hard"))
     if pool_size < 2 or k < 1:

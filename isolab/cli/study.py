@@ -66,7 +66,7 @@ def run_cmd(
     """
     import matplotlib
 
-    matplotlib.use("Agg")
+    matplotlib.use("Agg")  # figures go to files: no window, and no display needed (CI, ssh)
     from isolab import study
 
     if workers < 1:
@@ -78,7 +78,7 @@ def run_cmd(
         plan = study.describe(s, scale)
     except (ValueError, FileNotFoundError) as exc:
         fail(str(exc))
-        return
+        return  # unreachable: fail exits; tells linters that `s` and `plan` are set below
     source = "snapshot" if study.has_snapshots(s, scale) and not rerun else "sweep"
     console.print(f"[bold]{s.name}[/] ({scale}): {s.title} — from {source}")
     t0 = time.perf_counter()
@@ -89,6 +89,8 @@ def run_cmd(
     except RuntimeError as exc:
         err.print(f"[red]{escape(str(exc))}[/]")
         raise typer.Exit(1) from None
+    except ValueError as exc:  # the library's guards (a sweep over 168 h, a bad run option)
+        fail(str(exc))
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/]: finished runs are kept; run the same command to resume.")
         exit_interrupted()
@@ -106,7 +108,7 @@ def init_cmd(
     ] = Path("."),
     force: Annotated[bool, typer.Option(help="Overwrite notebooks already there.")] = False,
 ) -> None:
-    """Lay out an isolab project: the six notebooks, the curated study specs and the committed
+    """Lay out an isolab project: the six notebooks, the studies' sweep specs and the committed
     cpu-scale snapshots, and runs/ (the MLflow store and caches go there). Works from an
     installed isolab, no checkout needed."""
     import shutil
@@ -132,7 +134,7 @@ def init_cmd(
     for path in sorted((source / "runs").glob("*/*/*/runs.parquet")):
         snap = path.parent
         dest = folder / "runs" / snap.relative_to(source / "runs")
-        if not dest.exists():
+        if not dest.exists():  # the data only: figures and tables are remade from it
             shutil.copytree(snap, dest, ignore=shutil.ignore_patterns("*.png", "*.csv"))
             copied += 1
     (folder / "runs" / "cache").mkdir(parents=True, exist_ok=True)  # marks runs/ as isolab's

@@ -1,0 +1,136 @@
+"""`isolab train|flops`: one GRPO run, and its planned FLOPs before spending any."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from isolab.cli.common import (
+    Overrides,
+    TrackingUri,
+    check_artifacts,
+    console,
+    err,
+    exit_interrupted,
+    fail,
+    load_config,
+    progress,
+    safe,
+)
+from isolab.vocab import EVAL_AVG, FLOPS_TOTAL
+
+
+def train(
+    config: Annotated[Path, typer.Argument(help="RunConfig YAML.")],
+    tracking_uri: TrackingUri = None,
+    set_: Overrides = None,
+) -> None:
+    """Run one GRPO training run from a YAML config and log it to MLflow."""
+    cfg = load_config(config, set_ or [])
+    check_artifacts(tracking_uri, cfg.experiment)
+    try:
+        result = train_with_progress(cfg, tracking_uri)
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:  # the run is ended KILLED by then
+        err.print("[yellow]interrupted[/]: the run is marked KILLED.")
+        exit_interrupted()
+    print_results([(cfg, result)])
+
+
+def train_with_progress(cfg, tracking_uri):
+    """`isolab.rl.train.train` under a progress bar: steps done of M·iterations, ρ, avg@4."""
+    # imported here: the trainer pulls in torch, transformers and TRL (seconds), which `--help`
+    # and argument errors must not wait for (tests/test_cli_startup.py)
+    from isolab.rl.train import train as run_train
+
+    with progress() as bar:
+        task = bar.add_task(safe(cfg.run_name), total=cfg.M * cfg.num_iterations, info="")
+
+        def on_step(step: int, metrics: dict) -> None:
+            info = f"ρ {metrics.get('compute/rho', 0):.2f}"
+            if EVAL_AVG in metrics:  # only the steps that evaluated have it
+                info += f" avg@4 {metrics['eval/avg@4']:.3f}"
+            bar.update(task, completed=step, info=info)
+
+        return run_train(cfg, tracking_uri=tracking_uri, on_step=on_step)
+
+
+def print_results(rows) -> None:
+    """Two compact tables: validation metrics base → final, then the FLOP split and ρ."""
+    evals = Table("run", "avg@4", "best@4", "worst@4", title="validation: base → final")
+    spend = Table(
+        "run",
+        "search",
+        "learning",
+        "reward",
+        "FLOPs",
+        "ρ",
+        "wall s",
+        title="compute (shares of flops/total)",
+    )
+    for cfg, r in rows:
+        cells = [
+            f"{r.base_eval.get(f'eval/{k}@4', float('nan')):.3f} → "
+            f"{r.final_eval.get(f'eval/{k}@4', float('nan')):.3f}"
+            for k in ("avg", "best", "worst")
+        ]
+        evals.add_row(safe(cfg.run_name), *cells)
+        m = r.final_metrics
+        total = m.get(FLOPS_TOTAL, 0.0) or 1.0  # a run that logged no FLOPs: shares of 0%
+        shares = [
+            f"{m.get(f'flops/{k}', 0.0) / total:.0%}" for k in ("search", "learning", "reward")
+        ]
+        spend.add_row(
+            safe(cfg.run_name),
+            *shares,
+            f"{m.get('flops/total', 0):.2e}",
+            f"{m.get('compute/rho', 0):.2f}",
+            f"{r.wall_time_s:.0f}",
+        )
+    console.print(evals)
+    console.print(spend)
+
+
+def flops(
+    config: Annotated[Path, typer.Argument(help="RunConfig YAML.")],
+    prompt_len: Annotated[
+        float | None, typer.Option(help="Expected prompt tokens (default: measured on the task).")
+    ] = None,
+    completion_len: Annotated[
+        float | None,
+        typer.Option(help="Expected completion tokens (default: task's typical length)."),
+    ] = None,
+    set_: Overrides = None,
+) -> None:
+    """Print the planned FLOP breakdown of a run (per step and total, ρ) before spending anything."""
+    from isolab.planning import plan_config
+
+    cfg = load_config(config, set_ or [])
+    try:
+        plan = plan_config(cfg, prompt_len=prompt_len, completion_len=completion_len)
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        fail(str(exc))
+    title = f"{safe(cfg.run_name)} · M={cfg.M}"
+    table = Table("component", "per step", "total", "share", title=title)
+    total = plan[FLOPS_TOTAL] or 1.0  # a plan of 0 FLOPs prints shares of 0%, not a traceback
+    for k in ("search", "learning", "reward", "total"):
+        table.add_row(
+            k,
+            f"{plan[f'flops_step/{k}']:.3e}",
+            f"{plan[f'flops/{k}']:.3e}",
+            f"{plan[f'flops/{k}'] / total:.0%}",
+        )
+    console.print(table)
+    console.print(
+        f"ρ = {plan['compute/rho']:.3f} · rollouts = {cfg.rollouts:,} · "
+        f"lengths: prompt {plan['prompt_len']:.1f}, completion {plan['completion_len']:.1f} tokens"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    for command in (train, flops):
+        app.command()(command)
