@@ -36,8 +36,8 @@ def main() -> None:
     import logging
 
     from isolab import models
+    from isolab.difficulty import load_or_label
     from isolab.paths import cache_root
-    from isolab.rl.difficulty import load_or_label
     from isolab.sweep import SweepSpec, plan_sweep, run_sweep
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)

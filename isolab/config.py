@@ -7,25 +7,26 @@ Compute is counted in rollouts as in the IsoCompute Playbook (arXiv 2603.12151):
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import math
-import typing
 import warnings
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import yaml
-from pydantic import BeforeValidator, ConfigDict, ValidationError, create_model
 
 from isolab.paths import name_path
+from isolab.trl_args import check_extra
+from isolab.typed_fields import typed_fields
 from isolab.userinput import brief, read_yaml
 from isolab.vocab import REWARDS
 
 LR_SCALINGS = ("sqrt", "const", "linear")
 RECIPES = ("auto", "kl_entropy", "kl", "entropy", "none")
+#: Difficulty splits of a pool by the base model's avg@16 (`isolab.pools.difficulty`). A data
+#: set's own train/test split is another word: `DATASET_SPLITS` in `isolab.tasks.gsm8k`/`math500`.
 SPLITS = ("easy", "hard", "all")
 GENERATIONS = ("auto", "hf", "vllm")
 #: Seeds are what numpy's RNG takes (TRL seeds numpy, torch and Python's `random` with one).
@@ -120,7 +121,7 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         # Every field by its type (YAML's "5e-5" is a number, 8.5 is not an n), then by range.
-        for name, value in _typed(self).items():
+        for name, value in typed_fields(self).items():
             object.__setattr__(self, name, value)
         if self.n < 2:
             raise ValueError(
@@ -168,7 +169,7 @@ class RunConfig:
             raise ValueError(f"beta = {self.beta}: the KL coefficient must be ≥ 0.")
         if self.entropy_coef is not None and self.entropy_coef < 0:
             raise ValueError(f"entropy_coef = {self.entropy_coef}: must be ≥ 0.")
-        _check_extra(self.extra)
+        check_extra(self.extra)  # isolab.trl_args: what `extra` and `extra.grpo` may hold
         name_path(self.experiment, "experiment")
         _check_sizes(self)
 
@@ -303,159 +304,6 @@ class RunConfig:
 SWEEP_SPEC_KEYS = frozenset(
     {"axes", "base", "budget_rollouts", "budget_flops", "seeds", "eval_points", "max_batch"}
 )
-
-
-def _no_bool(value: Any) -> Any:
-    if isinstance(value, bool):
-        raise ValueError("a count, not true/false")
-    return value
-
-
-def _nonempty(value: Any) -> Any:
-    if isinstance(value, str) and not value.strip():
-        raise ValueError("must not be empty")
-    return value
-
-
-@functools.cache
-def _field_model():
-    """A pydantic model of RunConfig's fields and types: what turns YAML and `--set` values
-    into typed ones (lax: "5e-5" is a float, 8.0 an int; 8.5 is not an int, NaN and ±inf are
-    refused, a bool is not a number)."""
-    hints = typing.get_type_hints(RunConfig)
-    specs = {}
-    for f in fields(RunConfig):
-        kind = hints[f.name]
-        if kind is int:
-            kind = Annotated[int, BeforeValidator(_no_bool)]
-        elif kind is str:
-            kind = Annotated[str, BeforeValidator(_nonempty)]
-        specs[f.name] = (kind, ...)
-    config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=False)
-    return create_model("RunConfigFields", __config__=config, **specs)
-
-
-def _typed(cfg: RunConfig) -> dict[str, Any]:
-    """`cfg`'s field values checked and converted to their declared types; ValueError names
-    every field that is wrong."""
-    values = {f.name: getattr(cfg, f.name) for f in fields(cfg)}
-    try:
-        return dict(_field_model()(**values))
-    except ValidationError as exc:
-        problems = []
-        for error in exc.errors():
-            where = ".".join(str(part) for part in error["loc"])
-            problems.append(f"{where} = {brief(error['input'])}: {_plain(error)}")
-        raise ValueError("; ".join(problems)) from None
-
-
-def _plain(error: dict) -> str:
-    """pydantic's message, with the fix spelled out where it is not obvious."""
-    kind, msg = error["type"], error["msg"]
-    if kind in ("finite_number",) or (kind == "float_parsing" and "inf" in str(error["input"])):
-        return "must be a finite number"
-    if kind == "int_from_float":
-        return "must be a whole number"
-    if kind == "value_error":
-        return msg.removeprefix("Value error, ")
-    if kind == "string_type":
-        return f"{msg.lower()}; quote it in YAML"
-    return msg[0].lower() + msg[1:]
-
-
-#: What `extra` may hold: keys isolab reads, and what each is.
-EXTRA_KEYS = {
-    "grpo": "TRL GRPOConfig fields passed through as they are",
-    "reward_model": "the model of a model-based reward (a preset, hub id or folder)",
-}
-#: GRPOConfig fields that isolab sets from its own fields (`isolab.rl.train.grpo_args`): a
-#: pass-through of one of these is refused, naming what to set instead.
-TRL_OWNED = {
-    "num_generations": "set n",
-    "per_device_train_batch_size": "set B_p (each step takes B = B_p·n completions)",
-    "gradient_accumulation_steps": "one generation batch is one optimizer step; set B_p",
-    "num_iterations": "set num_iterations",
-    "max_steps": "set M",
-    "max_completion_length": "set max_completion_tokens",
-    "temperature": "set temperature",
-    "learning_rate": "set lr_base (scaled by lr_scaling to the batch)",
-    "lr_scheduler_type": "isolab keeps the learning rate constant (IsoCompute's recipe)",
-    "warmup_steps": "isolab keeps the learning rate constant (IsoCompute's recipe)",
-    "weight_decay": "isolab's recipe has no weight decay",
-    "max_grad_norm": "isolab clips gradients at 1.0",
-    "gradient_checkpointing": "set gradient_checkpointing",
-    "beta": "set beta (or recipe)",
-    "entropy_coef": "set entropy_coef (or recipe)",
-    "seed": "set seed",
-    "output_dir": "isolab writes the trainer's files to a temporary folder",
-    "logging_steps": "isolab logs every step to MLflow",
-    "report_to": "isolab logs to MLflow itself (--tracking-uri or $MLFLOW_TRACKING_URI)",
-    "save_strategy": "isolab saves no trainer checkpoints",
-    "disable_tqdm": "isolab shows its own progress",
-    "use_cpu": "chosen by the machine (CUDA or not)",
-    "bf16": "chosen by the machine (bf16 with CUDA)",
-    "use_vllm": "set generation: vllm (or hf, auto)",
-    "vllm_mode": "set generation: vllm (isolab colocates vLLM)",
-    "vllm_max_model_length": "set max_completion_tokens (the context follows from it)",
-    "vllm_enable_sleep_mode": "set generation; isolab turns sleep mode off on a CPU",
-    "dataloader_num_workers": "isolab loads data in the training process",
-    "log_completions": "isolab logs its own evaluation",
-    "trust_remote_code": "set trust_remote_code (TRL's reference model and vLLM follow it)",
-}
-
-
-@functools.cache
-def grpo_config_fields() -> frozenset[str]:
-    """The names of TRL's `GRPOConfig` fields (imports TRL: seconds, paid once)."""
-    from trl import GRPOConfig
-
-    return frozenset(f.name for f in fields(GRPOConfig))
-
-
-def _check_extra(extra: dict[str, Any]) -> None:
-    """`extra` holds only keys isolab reads; `extra.grpo` only GRPOConfig fields that isolab
-    does not set itself."""
-    for key in extra:
-        if key not in EXTRA_KEYS:
-            known = "; ".join(f"{k}: {v}" for k, v in EXTRA_KEYS.items())
-            raise ValueError(f"extra.{key}: not a key isolab reads (it reads {known}).")
-    grpo = extra.get("grpo")
-    if grpo is None:
-        return
-    if not isinstance(grpo, dict):
-        raise ValueError(f"extra.grpo = {brief(grpo)}: give a mapping of GRPOConfig fields.")
-    for key in grpo:
-        if key in TRL_OWNED:
-            raise ValueError(f"extra.grpo.{key}: isolab sets this itself: {TRL_OWNED[key]}.")
-    unknown = sorted(set(grpo) - grpo_config_fields(), key=str)
-    if unknown:
-        raise ValueError(
-            f"extra.grpo.{unknown[0]}: not a field of TRL's GRPOConfig (check the spelling "
-            "against trl.GRPOConfig's documentation)."
-        )
-    _check_sampling(grpo)
-
-
-def _check_sampling(grpo: dict[str, Any]) -> None:
-    """TRL's sampling fields as transformers checks them: TRL passes them on unchecked, and
-    transformers' logits processor refuses an out-of-range one only at the first rollout, after
-    the run exists (and vLLM's sampling parameters refuse the same)."""
-    import transformers
-
-    checks = {  # field: (the processor transformers samples with, the value that turns it off)
-        "top_p": (transformers.TopPLogitsWarper, 1.0),
-        "top_k": (transformers.TopKLogitsWarper, 0),
-        "min_p": (transformers.MinPLogitsWarper, None),
-        "repetition_penalty": (transformers.RepetitionPenaltyLogitsProcessor, 1.0),
-    }
-    for key, (processor, off) in checks.items():
-        value = grpo.get(key, off)
-        if value is None or value == off:
-            continue
-        try:
-            processor(value)
-        except (ValueError, TypeError) as err:
-            raise ValueError(f"extra.grpo.{key} = {value!r}: {err}") from None
 
 
 #: Sizes past which a run is almost surely a typo (n: 100000 failed to allocate after 70 s):

@@ -121,8 +121,8 @@ def test_a_trl_field_isolab_does_not_set_passes_through():
 
 def test_isolab_refuses_exactly_the_grpo_fields_it_sets(tmp_path):
     """TRL_OWNED is the set of keys `grpo_args` passes to GRPOConfig (kept in sync by this test)."""
-    from isolab.config import TRL_OWNED, grpo_config_fields
     from isolab.rl.train import grpo_args
+    from isolab.trl_args import TRL_OWNED, grpo_config_fields
 
     seen: dict = {}
 
@@ -190,7 +190,7 @@ def test_there_is_an_example_per_common_case():
 def test_every_example_is_a_valid_run_config(path):
     cfg = RunConfig.from_yaml(path)
     if cfg.model.startswith("tiny"):  # planned offline: the tiny presets ship with isolab
-        from isolab.rl.plan import plan_config
+        from isolab.planning import plan_config
 
         plan = plan_config(cfg)
         assert plan["flops/total"] > 0 and 0 < plan["compute/rho"] <= 1

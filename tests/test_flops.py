@@ -12,17 +12,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import LlamaConfig, Qwen2Config
+from helpers import tiny_llama
+from transformers import Qwen2Config
 
 from isolab.compute.flops import (
-    LoraSpec,
     forward_flops,
     generation_flops,
-    lora_targets,
-    model_shape,
     reward_model_flops,
     training_flops,
 )
+from isolab.compute.shapes import LoraSpec, lora_targets, model_shape
 
 BENCH_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "flops_accuracy.py"
 
@@ -49,15 +48,7 @@ COMMON = dict(
     pad_token_id=0, eos_token_id=1, bos_token_id=2, max_position_embeddings=64, num_labels=1
 )
 TINY = {
-    "llama-mha": LlamaConfig(
-        hidden_size=64,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        vocab_size=32,
-        **COMMON,
-    ),
+    "llama-mha": tiny_llama(num_key_value_heads=4, **COMMON),
     "qwen2-gqa-bias-tied": Qwen2Config(
         hidden_size=64,
         intermediate_size=160,
@@ -104,7 +95,7 @@ def test_model_shape_reads_gqa_head_dim_and_tying():
     assert (shape.heads, shape.kv_heads, shape.head_dim) == (4, 2, 16)
     assert shape.tied_embeddings and shape.gated_mlp
     assert shape.linears()["k"] == (64, 32)
-    explicit = LlamaConfig(hidden_size=64, num_attention_heads=2, head_dim=48, num_hidden_layers=1)
+    explicit = tiny_llama(num_attention_heads=2, head_dim=48, num_hidden_layers=1)
     assert model_shape(explicit).q_dim == 96
 
 

@@ -5,32 +5,19 @@ from __future__ import annotations
 import math
 
 import pytest
-from transformers import LlamaConfig
+from helpers import tiny_llama
 
 from isolab.compute.flops import (
-    LoraSpec,
     forward_flops,
     generation_flops,
     reward_model_flops,
     training_flops,
 )
 from isolab.compute.ledger import FlopLedger, plan_run
+from isolab.compute.shapes import LoraSpec
 
-POLICY = LlamaConfig(
-    hidden_size=64,
-    intermediate_size=256,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    vocab_size=32,
-)
-REWARD = LlamaConfig(
-    hidden_size=96,
-    intermediate_size=256,
-    num_hidden_layers=3,
-    num_attention_heads=4,
-    vocab_size=32,
-    num_labels=1,
-)
+POLICY = tiny_llama()
+REWARD = tiny_llama(hidden_size=96, num_hidden_layers=3, num_labels=1)
 METRICS = {
     "flops_step/search",
     "flops_step/learning",

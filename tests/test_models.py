@@ -11,10 +11,9 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from isolab import models
-from isolab.models import reward_models
-from isolab.rl import difficulty
-from isolab.tracking.runs import digest_mismatches
+from isolab import difficulty, models
+from isolab.models import reward as reward_models
+from isolab.tracking.snapshot import digest_mismatches
 
 SHIPPED = [*models.TINY_PRESETS, *reward_models.REWARD_MODEL_PRESETS]
 

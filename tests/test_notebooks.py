@@ -56,7 +56,7 @@ def notebook_models(isolab_cache):
     """The models the smoke studies use beyond tiny-m (tiny-s, the tiny PRM), built once into
     the shared cache before the notebooks' clock starts, as `isolab_cache` does for tiny-m."""
     from isolab import models
-    from isolab.models import reward_models
+    from isolab.models import reward as reward_models
 
     models.build("tiny-s")
     reward_models.build("tiny-prm")

@@ -8,12 +8,13 @@ import huggingface_hub.constants
 import pytest
 from mlflow.tracking import MlflowClient
 
-from isolab.compute.flops import model_shape, reward_model_flops
+from isolab.compute.flops import reward_model_flops
+from isolab.compute.shapes import model_shape
 from isolab.config import RunConfig
-from isolab.models import reward_models
-from isolab.models.reward_models import reward_model_config_for
+from isolab.models import reward as reward_models
+from isolab.models.reward import configs, data, reward_model_config_for, scoring
+from isolab.planning import model_config, plan_config
 from isolab.rl import rewards
-from isolab.rl.plan import model_config, plan_config
 from isolab.rl.rewards import get_reward
 from isolab.tasks import get_task
 from isolab.vocab import MODEL_BASED, REWARDS
@@ -34,7 +35,7 @@ def _call(fn, completions, answer, prompt="12+345="):
 
 # ---- rule-based ----------------------------------------------------------------------------
 def test_docstring_examples(reward_model_presets):
-    for module in (rewards, reward_models):
+    for module in (rewards, data, scoring, configs):  # the reward package's doctests
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
 
@@ -125,7 +126,7 @@ def test_the_charge_is_the_measured_forward_and_reaches_the_ledger(reward_model_
     from torch.utils.flop_counter import FlopCounterMode
 
     from isolab.compute.ledger import FlopLedger
-    from isolab.rl.train import timed_reward
+    from isolab.rl.trainer import timed_reward
 
     fn = get_reward("prm", RAW)
     completions = ["753", "7", "75312"]

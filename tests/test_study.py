@@ -53,7 +53,7 @@ def test_gpu_rollout_specs_plan_from_local_data():
 
     from isolab.models.smollm2 import pretrained_source
     from isolab.paths import cache_root
-    from isolab.rl.plan import expected_lengths
+    from isolab.planning import expected_lengths
     from isolab.tasks import get_task
 
     source, kwargs = pretrained_source(cache_root() / "models")
@@ -91,7 +91,7 @@ def test_a_missing_scale_says_which_file_to_write(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def committed(tmp_path, monkeypatch):
+def committed(tmp_path, monkeypatch, tracking_uri):
     """A copy of the committed cpu-scale snapshots, as a reader with only the repo has them."""
     root = tmp_path / "runs"
     for s in study.STUDIES.values():
@@ -103,7 +103,7 @@ def committed(tmp_path, monkeypatch):
             if not dst.exists():
                 shutil.copytree(src, dst)
     monkeypatch.setenv("ISOLAB_RESULTS_DIR", str(root))
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri)
     return root
 
 

@@ -5,7 +5,7 @@ from mlflow.tracking import MlflowClient
 
 from isolab import models
 from isolab.config import RunConfig
-from isolab.rl.difficulty import load_or_label
+from isolab.difficulty import load_or_label
 from isolab.rl.train import train
 from isolab.tracking import RUN_KEY_TAG, mlflow_key
 
@@ -19,12 +19,7 @@ def tiny_m():
     return splits
 
 
-@pytest.fixture
-def uri(tmp_path):
-    return f"sqlite:///{tmp_path / 'mlflow.db'}"
-
-
-def test_grpo_raises_validation_reward_and_logs_everything(tiny_m, uri):
+def test_grpo_raises_validation_reward_and_logs_everything(tiny_m, tracking_uri):
     # all 106 Easy validation problems × 16 samples: ≈ 0.012 of evaluation noise; on this
     # machine avg@4 gains ≈ 0.10 in 48 steps at this rate, ≈ 0.15 by step 150
     cfg = RunConfig(
@@ -38,7 +33,7 @@ def test_grpo_raises_validation_reward_and_logs_everything(tiny_m, uri):
         eval_k_samples=16,
         seed=0,
     )
-    result = train(cfg, tracking_uri=uri)
+    result = train(cfg, tracking_uri=tracking_uri)
 
     gain = result.final_eval["eval/avg@4"] - result.base_eval["eval/avg@4"]
     print(f"\navg@4 {result.base_eval['eval/avg@4']:.3f} → {result.final_eval['eval/avg@4']:.3f}")
@@ -46,7 +41,7 @@ def test_grpo_raises_validation_reward_and_logs_everything(tiny_m, uri):
         f"avg@4 {result.base_eval['eval/avg@4']:.3f} → {result.final_eval['eval/avg@4']:.3f}"
     )
 
-    client = MlflowClient(uri)
+    client = MlflowClient(tracking_uri)
     run = client.get_run(result.run_id)
     assert run.info.status == "FINISHED"
     assert run.data.tags[RUN_KEY_TAG] == cfg.run_key
@@ -70,15 +65,15 @@ def test_grpo_raises_validation_reward_and_logs_everything(tiny_m, uri):
     assert "eval/per_problem_counts.json" in artifacts
 
 
-def test_a_crash_marks_the_run_failed_and_keeps_what_was_logged(tiny_m, uri):
+def test_a_crash_marks_the_run_failed_and_keeps_what_was_logged(tiny_m, tracking_uri):
     def crash(step, metrics):
         if step == 2:
             raise RuntimeError("simulated crash")
 
     cfg = RunConfig(experiment="test-train", split="hard", n=4, B_p=4, M=5, eval_problems=8)
     with pytest.raises(RuntimeError, match="simulated"):
-        train(cfg, tracking_uri=uri, on_step=crash)
-    client = MlflowClient(uri)
+        train(cfg, tracking_uri=tracking_uri, on_step=crash)
+    client = MlflowClient(tracking_uri)
     (run,) = client.search_runs([client.get_experiment_by_name("test-train").experiment_id])
     assert run.info.status == "FAILED"
     assert run.data.params["beta"] == "0.0"  # no KL on the hard split

@@ -171,7 +171,7 @@ def test_the_plan_charges_the_old_policy_forward_that_vllm_runs_add():
     """Through vLLM TRL always computes the old policy's log-probs (its importance-sampling
     correction of the vLLM–policy mismatch): one more no-grad forward per step, which the
     plan counts as learning, as the ledger does."""
-    from isolab.rl.plan import plan_config
+    from isolab.planning import plan_config
 
     cfg = RunConfig(n=4, B_p=4, M=2, beta=0.0)
     hf = plan_config(cfg.replace(generation="hf"), prompt_len=20, completion_len=6)

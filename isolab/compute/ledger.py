@@ -197,11 +197,12 @@ class FlopLedger:
         }
 
     # ---- resuming -------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, float]:
-        """Cumulative totals, to save with a checkpoint (the open step is not included)."""
+    def state_dict(self) -> dict[str, Any]:
+        """Cumulative totals, to save with a checkpoint (the open step is not included): the
+        `_Tally` fields, counts as ints and ``reward_s`` as a float."""
         return asdict(self._run)
 
-    def load_state_dict(self, state: dict[str, float]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore cumulative totals saved by ``state_dict``."""
         self._run = _Tally(**state)
 
@@ -212,8 +213,8 @@ def plan_run(
     n: int,
     B_p: int,
     M: int,
-    prompt_len: int,
-    completion_len: int,
+    prompt_len: float,
+    completion_len: float,
     beta: float,
     num_iterations: int,
     lora: Any | None = None,
@@ -251,15 +252,17 @@ def plan_run(
     if beta < 0:
         raise ValueError(f"beta = {beta}: the KL coefficient is ≥ 0.")
     B = B_p * n
-    seq = [prompt_len + completion_len] * B
-    logits = [completion_len if logits_len is None else logits_len] * B
+    # expected lengths may be fractional (`isolab.planning`): each one is truncated, as the
+    # FLOP functions truncate every length they are given (a sequence: prompt + completion)
+    seq = [int(prompt_len + completion_len)] * B
+    logits = [int(completion_len) if logits_len is None else logits_len] * B
     ledger = FlopLedger(
         model_config,
         lora=lora,
         reward_model_config=reward_model_config,
         gradient_checkpointing=gradient_checkpointing,
     )
-    ledger.record_generation([prompt_len] * B, [completion_len] * B)
+    ledger.record_generation([int(prompt_len)] * B, [int(completion_len)] * B)
     if reward_model_config is not None:
         ledger.record_reward_model(seq)
     if num_iterations > 1 if old_policy_forward is None else old_policy_forward:

@@ -7,11 +7,10 @@
 
 Modules: `tiny` (specs and shapes of the tiny presets), `weights` (install, build, load,
 digests), `warm_start` (the supervised warm start to a target regime), `sampling` (sample and
-grade with HF generate), `smollm2` (the offline real-LM preset), `reward_models` (tiny ORM/PRM,
-hub reward models, and the configs the ledger charges).
+grade with HF generate), `smollm2` (the offline real-LM preset), and the package `reward`
+(tiny ORM/PRM, hub reward models, and the configs the ledger charges).
 """
 
-from isolab.models.sampling import SampleResult, sample_and_grade
 from isolab.models.tiny import (
     REAL_PRESETS,
     REWARD_MODEL_PRESETS,
@@ -77,3 +76,13 @@ __all__ = [
     "shipped_info",
     "tiny_model_config",
 ]
+
+
+def __getattr__(name: str):
+    """`sampling` imports torch: loaded on first use, so that a process that only reads results
+    (a notebook re-plotting a snapshot, `isolab study run` from runs/) never imports torch."""
+    if name in ("SampleResult", "sample_and_grade"):
+        from isolab.models import sampling
+
+        return getattr(sampling, name)
+    raise AttributeError(f"module 'isolab.models' has no attribute {name!r}")

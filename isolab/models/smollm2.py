@@ -22,6 +22,10 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +124,9 @@ def _convert(gguf: Path, dest: Path) -> dict:
     t0 = time.perf_counter()
     # the GGUF sits in a Python package's folder: none of the code there is the model's
     source = {"gguf_file": gguf.name, "trust_remote_code": False}
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, **source)
+    tokenizer = cast(  # transformers types it `TokenizersBackend | None | ...`; it is never None
+        "PreTrainedTokenizerBase", AutoTokenizer.from_pretrained(gguf.parent, **source)
+    )
     loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, **source)
     # A model loaded from GGUF keeps a `quantization_config` and refuses `save_pretrained`,
     # although its weights are already dequantized: rebuild it from a clean config.

@@ -4,7 +4,7 @@ The `tiny-*` policies are Llama-architecture transformers with a character-level
 the raw arithmetic alphabet, warm-started by a supervised phase on the task to a target regime
 (`WarmStartTarget`): some sums solved reliably, some rarely, some never — the spread that
 difficulty splits and RL need. The tiny reward models (`tiny-orm`, `tiny-prm`) share tiny-m's
-shape with a "next-step" head (see `isolab.models.reward_models`). This module holds their
+shape with a "next-step" head (see `isolab.models.reward`). This module holds their
 specs and shapes only: nothing here builds, loads or downloads weights.
 """
 
@@ -183,7 +183,8 @@ def tiny_model_config(spec: TinySpec, vocab_size: int):
         bos_token_id=1,
         eos_token_id=2,
         tie_word_embeddings=False,
-        attn_implementation="eager",
+        # a `PreTrainedConfig` keyword, which the config's dataclass `__init__` passes on
+        attn_implementation="eager",  # ty: ignore[unknown-argument]
     )
 
 

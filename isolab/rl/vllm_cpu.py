@@ -60,7 +60,8 @@ def check() -> None:
     utils = _utils()
     fn = getattr(utils, "dispatch_cpu_unquantized_gemm", None)
     original = getattr(fn, "__wrapped__", fn)
-    if fn is None or list(inspect.signature(original).parameters) != ["layer", "remove_weight"]:
+    params = None if original is None else list(inspect.signature(original).parameters)
+    if params != ["layer", "remove_weight"]:
         raise RuntimeError(
             f"vllm {vllm.__version__}: vllm.model_executor.layers.utils."
             "dispatch_cpu_unquantized_gemm(layer, remove_weight) is gone or has changed; isolab's "
@@ -82,7 +83,7 @@ def keep_weights() -> None:
     def dispatch(layer: torch.nn.Module, remove_weight: bool) -> None:
         original(layer, remove_weight=False)
 
-    dispatch._isolab_keeps_weights = True
+    vars(dispatch)["_isolab_keeps_weights"] = True  # a function object takes any attribute
     utils.dispatch_cpu_unquantized_gemm = dispatch
 
 

@@ -41,7 +41,8 @@ class Task:
         limit: int | None = None,
         seed: int = 0,
     ) -> list[Problem]:
-        """Problems of a data set split; arithmetic draws `limit` problems from `seed`."""
+        """Problems of a data set's `split` (`train` or `test`, the data set's own: not a
+        difficulty split); arithmetic has no data set and draws `limit` problems from `seed`."""
         if self.name == "arithmetic":
             return arithmetic.generate_problems(limit or 2000, seed=seed)
         module = _module(self.name)

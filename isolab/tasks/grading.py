@@ -22,6 +22,7 @@ import math
 import re
 import threading
 from functools import lru_cache
+from typing import cast
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +176,8 @@ def _parse(latex: str, timeout_s: int | None) -> tuple:
     """math-verify's parse of one answer, wrapped in a box so its LaTeX extractor finds it."""
     from math_verify import parse
 
-    return tuple(parse(f"\\boxed{{{latex}}}", parsing_timeout=timeout_s))
+    # math-verify annotates `parsing_timeout: int` but takes None (no alarm: off the main thread)
+    return tuple(parse(f"\\boxed{{{latex}}}", parsing_timeout=cast(int, timeout_s)))
 
 
 def math_equal(pred: str | None, gold: str, timeout_s: int = 2) -> bool:

@@ -13,7 +13,8 @@ from isolab.tasks.base import Problem, read_jsonl
 from isolab.tasks.grading import extract_gsm8k_answer, gsm8k_equal
 
 HUB_ID = "openai/gsm8k"
-SPLITS = ("train", "test")
+#: The data set's own splits, as the hub names them (not a difficulty split: `config.SPLITS`).
+DATASET_SPLITS = ("train", "test")
 
 SYSTEM_PROMPT = (
     "You are a careful math tutor. Reason step by step, then give the final answer "
@@ -32,8 +33,8 @@ def load_problems(
             the hub's ``openai/gsm8k``.
         limit: keep the first `limit` problems (the files' order).
     """
-    if split not in SPLITS:
-        raise ValueError(f"GSM8K split {split!r} does not exist: use one of {SPLITS}")
+    if split not in DATASET_SPLITS:
+        raise ValueError(f"GSM8K split {split!r} does not exist: use one of {DATASET_SPLITS}")
     rows = (
         _hub_rows(split)
         if data_dir is None

@@ -15,7 +15,8 @@ from isolab.tasks.base import Problem, read_jsonl
 from isolab.tasks.grading import extract_boxed, math_equal
 
 HUB_ID = "HuggingFaceH4/MATH-500"
-SPLITS = ("test",)
+#: The data set's own splits, as the hub names them (not a difficulty split: `config.SPLITS`).
+DATASET_SPLITS = ("test",)
 
 SYSTEM_PROMPT = (
     "You are a careful math tutor. Reason step by step, then give the final answer "
@@ -34,8 +35,8 @@ def load_problems(
             hub's ``HuggingFaceH4/MATH-500``.
         limit: keep the first `limit` problems (the file's order).
     """
-    if split not in SPLITS:
-        raise ValueError(f"MATH-500 split {split!r} does not exist: it has only {SPLITS}")
+    if split not in DATASET_SPLITS:
+        raise ValueError(f"MATH-500 split {split!r} does not exist: it has only {DATASET_SPLITS}")
     rows = (
         _hub_rows(split)
         if data_dir is None

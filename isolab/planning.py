@@ -1,4 +1,8 @@
-"""Planned compute of a run from its config, before anything is spent.
+"""Planned compute of one run from its config, before anything is spent (`isolab flops`, and
+each point of a sweep's plan, `isolab.sweep.plan`, which plans a grid of runs).
+
+`plan_config` feeds `isolab.compute.ledger.plan_run` the model's config, the run's batch and
+the expected prompt and completion lengths; the ledger's formulas are the ones a run charges.
 
 Expected lengths come from the task: the mean tokenized prompt of a sample of problems, and
 for completions the raw arithmetic target (answer digits + EOS) or, for chat tasks, the cap
@@ -17,9 +21,10 @@ from typing import Any
 import numpy as np
 
 from isolab import models
-from isolab.compute.flops import LoraSpec
 from isolab.compute.ledger import plan_run
+from isolab.compute.shapes import lora_spec
 from isolab.config import RunConfig
+from isolab.models.reward import reward_model_config_for
 from isolab.models.weights import refuse_remote_code
 from isolab.rl import engines
 from isolab.tasks import arithmetic
@@ -113,8 +118,6 @@ def plan_config(
     cfg: RunConfig, prompt_len: float | None = None, completion_len: float | None = None
 ) -> dict[str, Any]:
     """The ledger's plan for `cfg`: per-step and total FLOPs of each component, and ρ."""
-    from isolab.models.reward_models import reward_model_config_for
-
     models.check_source(cfg.model)  # before the tokenizer: a typo fails here, not on the hub
     if prompt_len is None or completion_len is None:
         p, c = expected_lengths(cfg.model, cfg.task, cfg.max_completion_tokens, cfg.data_dir)
@@ -135,12 +138,3 @@ def plan_config(
         old_policy_forward=cfg.num_iterations > 1 or engines.engine(cfg) == "vllm",
     )
     return {**plan, "prompt_len": prompt_len, "completion_len": completion_len}
-
-
-#: Modules LoRA adapts (attention projections), in the ledger's plan and in the run.
-LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
-
-
-def lora_spec(cfg: RunConfig) -> LoraSpec | None:
-    """The LoRA the ledger counts for a run (None: full fine-tuning)."""
-    return LoraSpec(r=cfg.lora_rank, target_modules=LORA_TARGETS) if cfg.lora_rank else None

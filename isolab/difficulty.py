@@ -1,8 +1,14 @@
-"""Difficulty splits by the base model's avg@16 (IsoCompute Playbook, arXiv 2603.12151 §3).
+"""Problem pools and their difficulty splits by the base model's avg@16 (IsoCompute Playbook,
+arXiv 2603.12151 §3): the problems a run trains and validates on.
 
 Each problem of a pool is sampled 16 times by the base model; its avg@16 places it in a band.
 The paper's bands are Easy = avg@16 ∈ [0.3, 0.6] and Hard = avg@16 ∈ (0, 0.0625] (solved, but
 at most once in 16). Each split is cut into training problems and held-out validation problems.
+Split `all` needs no labelling (`unlabelled`). Split names are `isolab.config.SPLITS` (`easy`,
+`hard`, `all`), not a data set's train/test split (the `split=` of `Task.problems`).
+
+Labels are cached per (model, task, pool, seed) and checked against the weights' digest; the
+tiny presets ship theirs (`shipped_counts`), so every machine cuts the same splits.
 """
 
 from __future__ import annotations
@@ -18,7 +24,6 @@ import numpy as np
 
 from isolab import models
 from isolab.metrics import DEFAULT_BANDS, Bands
-from isolab.models.sampling import sample_and_grade
 from isolab.paths import cache_root
 from isolab.tasks import Task, get_task
 from isolab.tasks.base import Problem, as_text
@@ -119,6 +124,8 @@ def label(
     _check_fraction(val_fraction)
     task = task_for(model_name, task_name)
     problems = task.problems(split="train", data_dir=data_dir, limit=pool_size, seed=seed)
+    from isolab.models.sampling import sample_and_grade  # torch: only when labelling
+
     model, tok = models.load(model_name, trust_remote_code=trust_remote_code)
     result = sample_and_grade(
         model,
@@ -286,7 +293,9 @@ def record_in_build_info(splits: Splits, pool_size: int, seed: int) -> dict:
         "seed": seed,
         "k": splits.k,
         "histogram": counts.tolist(),
-        "shares": splits.bands.shares(np.rint(np.asarray(splits.avg) * splits.k), splits.k),
+        "shares": splits.bands.shares(
+            np.rint(np.asarray(splits.avg) * splits.k).astype(int).tolist(), splits.k
+        ),
         "sizes": splits.sizes(),
     }
     info_path = models.model_dir(splits.model) / models.BUILD_INFO

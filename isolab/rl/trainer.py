@@ -1,0 +1,180 @@
+"""What isolab hooks into TRL's `GRPOTrainer`: it observes, and changes no part of the algorithm.
+
+- `make_trainer_class`: a thin subclass that reports the token counts TRL computes (rollouts,
+  old-policy and reference forwards, update batches) to the `FlopLedger`, and times sampling;
+- `timed_reward`: a reward function's wall time, and a reward model's forward passes, to the ledger;
+- `make_callback`: the step callback that closes each ledger step, evaluates at the chosen
+  steps, writes every metric to MLflow and honours a stop request.
+
+`isolab.rl.train` puts them together for one run.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
+
+import torch
+
+from isolab.compute.ledger import FlopLedger
+from isolab.config import RunConfig
+from isolab.rl import engines
+from isolab.rl.evaluate import Evaluator
+from isolab.stop import STOP
+from isolab.tracking import RunLogger
+from isolab.vocab import FLOPS_EVAL, FLOPS_TOTAL, ROLLOUTS
+
+if TYPE_CHECKING:
+    from isolab.rl.rewards import PricedReward
+
+
+def _lens(mask: torch.Tensor) -> list[int]:
+    return mask.sum(dim=1).tolist()
+
+
+def _logits_lens(seq_lens: list[int], completion_lens: list[int]) -> list[int]:
+    """Positions TRL's fused log-prob head projects: completion positions on CUDA; on CPU every
+    position of the row but the last (TRL 1.16). Padding is not counted (model FLOPs)."""
+    if torch.cuda.is_available():
+        return completion_lens
+    return [s - 1 for s in seq_lens]
+
+
+def make_trainer_class(with_vllm: bool = False):
+    """`GRPOTrainer` subclass that reports token counts to a `FlopLedger` (import-time lazy;
+    TRL's vLLM half is imported only `with_vllm`, see `engines.grpo_trainer_class`)."""
+    GRPOTrainer = engines.grpo_trainer_class(with_vllm)
+
+    class LedgerGRPOTrainer(GRPOTrainer):
+        ledger: FlopLedger
+        rollouts_since_step: int = 0
+        search_time_s: float = 0.0  # wall time inside TRL's `_generate` (HF generate or vLLM)
+        completion_tokens: int = 0
+
+        def _generate(self, prompts):
+            t0 = time.perf_counter()
+            out = super()._generate(prompts)
+            self.search_time_s += time.perf_counter() - t0
+            return out
+
+        def _generate_and_score_completions(self, inputs):
+            out = super()._generate_and_score_completions(inputs)
+            prompt_lens = _lens(out["prompt_mask"])
+            completion_lens = _lens(out["completion_mask"])
+            seq_lens = [p + c for p, c in zip(prompt_lens, completion_lens, strict=True)]
+            logits_lens = _logits_lens(seq_lens, completion_lens)
+            self.ledger.record_generation(prompt_lens, completion_lens)
+            if "old_per_token_logps" in out:
+                self.ledger.record_old_policy_forward(seq_lens, logits_lens)
+            if "ref_per_token_logps" in out:
+                self.ledger.record_reference_forward(seq_lens, logits_lens)
+            self.rollouts_since_step += len(prompt_lens)
+            self.completion_tokens += sum(completion_lens)
+            return out
+
+        def _prepare_inputs(self, generation_batch):
+            # Called once per optimizer step with the slice the policy loss will see.
+            inputs = super()._prepare_inputs(generation_batch)
+            if self.model.training:
+                completion_lens = _lens(inputs["completion_mask"])
+                prompt_lens = _lens(inputs["prompt_mask"])
+                seq_lens = [p + c for p, c in zip(prompt_lens, completion_lens, strict=True)]
+                self.ledger.record_policy_update(seq_lens, _logits_lens(seq_lens, completion_lens))
+            return inputs
+
+    return LedgerGRPOTrainer
+
+
+def timed_reward(fn: Callable, ledger: FlopLedger) -> Callable:
+    """Every reward's wall time goes to the ledger; a model-based reward's forward passes too,
+    from the tokens it scored (`fn.last_seq_lens`, see `isolab.rl.rewards`). Rule-based: 0 FLOPs."""
+
+    def wrapper(*args, **kwargs):
+        t0 = time.perf_counter()
+        out = fn(*args, **kwargs)
+        ledger.record_reward_time(time.perf_counter() - t0)
+        if getattr(fn, "reward_model_config", None) is not None:  # model-based: a PricedReward
+            ledger.record_reward_model(cast("PricedReward", fn).last_seq_lens)
+        return out
+
+    wrapper.__name__ = getattr(fn, "__name__", "reward")
+    return wrapper
+
+
+def make_callback(
+    trainer_ref: dict,
+    cfg: RunConfig,
+    evaluator: Evaluator,
+    logger: RunLogger,
+    ledger: FlopLedger,
+    max_new_tokens: int,
+    results: dict,
+    on_step: Callable[[int, dict], None] | None,
+):
+    """The run's `TrainerCallback`: evaluates the base model at step 0, closes the ledger's step
+    after each optimizer step, evaluates when `evaluator.due`, and logs it all to MLflow.
+
+    `trainer_ref["trainer"]` is filled in once the trainer exists (it is built with this
+    callback, so it cannot be passed in); `results` collects what `train` returns (`base_eval`,
+    `last_eval`, `last_metrics`) and the cumulative sampling time. `on_step(step, metrics)`
+    is the caller's progress hook (the command line's progress bar).
+    """
+    from transformers import TrainerCallback
+
+    total_steps = cfg.M * cfg.num_iterations
+
+    class IsolabCallback(TrainerCallback):
+        def on_train_begin(self, args, state, control, model=None, **kw):
+            metrics = evaluator(model, 0, max_new_tokens)
+            results["base_eval"] = metrics
+            results["last_eval"] = metrics
+            start = {ROLLOUTS: 0.0, FLOPS_TOTAL: 0.0, FLOPS_EVAL: _eval_flops(ledger)}
+            logger.log_metrics({**metrics, **start}, step=0)
+            logger.flush()
+
+        def on_step_end(self, args, state, control, model=None, **kw):
+            if STOP.is_set():  # a stop request whose KeyboardInterrupt something swallowed
+                raise KeyboardInterrupt
+            trainer = trainer_ref["trainer"]
+            rollouts = trainer.rollouts_since_step
+            trainer.rollouts_since_step = 0
+            step = state.global_step
+            metrics = ledger.end_step(rollouts)
+            results["search_s"] = results.get("search_s", 0.0) + trainer.search_time_s
+            trainer.search_time_s = 0.0
+            metrics["time/search_s"] = results["search_s"]
+            if results["search_s"] > 0:
+                metrics["throughput/completion_tokens_per_s"] = (
+                    trainer.completion_tokens / results["search_s"]
+                )
+            cum_rollouts = int(metrics[ROLLOUTS])
+            if evaluator.due(step, cum_rollouts, step >= total_steps):
+                ev = evaluator(model, step, max_new_tokens)
+                results["last_eval"] = ev
+                metrics = {**metrics, **ev, FLOPS_EVAL: _eval_flops(ledger)}
+                logger.log_metrics(metrics, step=step)
+                logger.flush()  # an evaluation point is a finished result: never lose it
+            else:
+                logger.log_metrics(metrics, step=step)
+            results["last_metrics"] = metrics
+            if on_step is not None:
+                on_step(step, metrics)
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            # TRL's own metrics (reward, completion lengths, KL, …) beside isolab's; a value
+            # that is not a finite number (text, NaN) is not a metric MLflow can plot: dropped
+            numeric = {
+                k: v
+                for k, v in (logs or {}).items()
+                if isinstance(v, (int, float)) and math.isfinite(v)
+            }
+            logger.log_metrics(numeric, step=state.global_step)
+
+    return IsolabCallback()
+
+
+def _eval_flops(ledger: FlopLedger) -> float:
+    """Cumulative evaluation FLOPs: logged apart (`flops/eval`), never part of `flops/total`."""
+    return float(ledger.state_dict()["eval"])
