@@ -59,13 +59,16 @@ test-all: $(STAMP)
 bench: $(STAMP)
 	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b; done
 
+# CI runs it before the tests (.ci/run); `pre-commit install` runs the same on every commit
 lint: $(STAMP)
-	$(VENV)/bin/ruff check isolab tests benchmarks notebooks
-	$(VENV)/bin/ruff format --check isolab tests benchmarks notebooks
+	$(VENV)/bin/ruff check isolab tests benchmarks notebooks scripts
+	$(VENV)/bin/ruff format --check isolab tests benchmarks notebooks scripts
+	$(PY) scripts/check_layers.py
+	$(VENV)/bin/ty check
 
 format: $(STAMP)
-	$(VENV)/bin/ruff format isolab tests benchmarks notebooks
-	$(VENV)/bin/ruff check --fix isolab tests benchmarks notebooks
+	$(VENV)/bin/ruff format isolab tests benchmarks notebooks scripts
+	$(VENV)/bin/ruff check --fix isolab tests benchmarks notebooks scripts
 	$(VENV)/bin/jupytext --sync -q notebooks/0*.py
 
 ui: $(STAMP)

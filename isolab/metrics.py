@@ -97,10 +97,10 @@ def metrics_from_counts(
     counts: Sequence[int], n_samples: int, ks: Sequence[int]
 ) -> dict[str, float]:
     """`eval/avg@k`, `eval/best@k`, `eval/worst@k` averaged over problems."""
-    counts = np.asarray(counts)
+    arr = np.asarray(counts)
     out: dict[str, float] = {}
     for k in ks:
-        out[f"eval/avg@{k}"] = float(np.mean(counts / n_samples))
-        out[f"eval/best@{k}"] = float(np.mean(best_at_k(n_samples, counts, k)))
-        out[f"eval/worst@{k}"] = float(np.mean(worst_at_k(n_samples, counts, k)))
+        out[f"eval/avg@{k}"] = float(np.mean(arr / n_samples))
+        out[f"eval/best@{k}"] = float(np.mean(best_at_k(n_samples, arr, k)))
+        out[f"eval/worst@{k}"] = float(np.mean(worst_at_k(n_samples, arr, k)))
     return out

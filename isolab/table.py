@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import fields
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -70,6 +70,19 @@ SETTING_COLUMNS = ("model", "task", "split", "reward")
 
 
 # ---- frame helpers ------------------------------------------------------------------------------
+def as_float(value: object) -> float:
+    """A polars aggregate (`Series.min()`, `.max()`, `.mean()`, `.sum()`) of a numeric column as
+    a float. polars types these as any Python literal (a date, a string, None, ...); on the
+    numeric columns the analyses aggregate it is a number (a None, of an empty or all-null
+    column, still raises in `float`, as before)."""
+    return float(cast(float, value))
+
+
+def as_int(value: object) -> int:
+    """`as_float`'s twin for an integer column's aggregate."""
+    return int(cast(int, value))
+
+
 def to_polars(df: Any) -> pl.DataFrame:
     """Accept polars (eager or lazy) or pandas; return an eager polars frame."""
     if isinstance(df, pl.LazyFrame):

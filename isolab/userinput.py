@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 #: Largest YAML file isolab reads: a config or a spec is a few hundred bytes.
@@ -42,8 +43,10 @@ class _Loader(yaml.SafeLoader):
                 return int(text[2:], 8 if text[1] == "o" else 16)
             return int(text, 10)  # `010` is ten: YAML 1.2 has no implicit octal
         except ValueError:  # over Python's 4,300 digits
-            raise yaml.constructor.ConstructorError(
-                problem=f"an integer of {len(text):,} digits (line {node.start_mark.line + 1})"
+            mark = node.start_mark
+            assert mark is not None  # the composer marks every node it builds from a document
+            raise ConstructorError(
+                problem=f"an integer of {len(text):,} digits (line {mark.line + 1})"
             ) from None
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict:
@@ -59,7 +62,7 @@ class _Loader(yaml.SafeLoader):
                 continue
             if duplicate:
                 line = key_node.start_mark.line + 1
-                raise yaml.constructor.ConstructorError(
+                raise ConstructorError(
                     problem=f"key {brief(key)} is given twice (line {line}): keep one"
                 )
         return super().construct_mapping(node, deep=deep)

@@ -74,7 +74,7 @@ RUNNING: RunStatus = "RUNNING"
 FINISHED: RunStatus = "FINISHED"
 FAILED: RunStatus = "FAILED"
 KILLED: RunStatus = "KILLED"
-#: What a sweep reports for one point: a run status, or SKIPPED when the store already held
-#: the point FINISHED (nothing was run).
+#: What a sweep reports for one point: a run status, or SKIPPED when this runner left the
+#: point alone (another runner holds its lease or finished it meanwhile).
 PointStatus = Literal["RUNNING", "FINISHED", "FAILED", "KILLED", "SKIPPED"]
 SKIPPED: PointStatus = "SKIPPED"

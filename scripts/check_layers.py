@@ -8,8 +8,9 @@ too: a lazy import is still a dependency), and so does a module named as a strin
 module by name is a dependency that the import statements would hide. Layers, from the top (a module may import its own
 layer, if that makes no cycle, and any layer below):
 
-    cli → study → verdicts → sweep, frontier, plots, synthetic → rl → models, compute, tracking
-        → config, table, vocab, stop, tasks, paths, logs, metrics, userinput
+    cli → study → verdicts → sweep, frontier, plots, synthetic → rl, planning → models, compute,
+        tracking, difficulty → config, trl_args, typed_fields, table, vocab, stop, tasks, paths,
+        logs, metrics, userinput
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "isolab"
 LAYERS: list[set[str]] = [
     {"cli"},
     {"study"},
-    {"verdicts"},  # tests the papers' claims on sweeps' results: reads frontier and synthetic
+    {"verdicts"},  # tests the papers' claims on sweeps' results, with frontier's fits
     {"sweep", "frontier", "plots", "synthetic"},
-    {"rl"},
-    {"models", "compute", "tracking"},
+    {"rl", "planning"},  # planning reads rl.engines' choice of engine (an old-policy forward)
+    {"models", "compute", "tracking", "difficulty"},
     {
         "config",
+        "trl_args",
+        "typed_fields",
         "table",
         "vocab",
         "stop",

@@ -18,6 +18,7 @@ import json
 import tempfile
 import time
 import warnings
+from typing import Any
 
 import torch
 
@@ -76,7 +77,7 @@ def random_smollm2(path: str) -> str:
         num_key_value_heads=3,
         tie_word_embeddings=True,
         max_position_embeddings=8192,
-        rope_theta=100000.0,
+        rope_parameters={"rope_theta": 100000.0, "rope_type": "default"},
         pad_token_id=0,
         bos_token_id=1,
         eos_token_id=2,
@@ -111,7 +112,8 @@ def main() -> None:
     tmp = tempfile.mkdtemp(prefix="isolab-gpu-")
     model = random_smollm2(f"{tmp}/model") if args.random_weights else args.model
     backends = ["hf"] + (["vllm"] if importlib.util.find_spec("vllm") else [])
-    results = {
+    # the JSON record: the device's fields, then one dict of measurements per backend
+    results: dict[str, Any] = {
         "device": torch.cuda.get_device_name(),
         "peak_tflops": peak / 1e12,
         "model": model,

@@ -24,11 +24,10 @@ POOL, SEED = 4000, 0
 
 
 def ship(name: str, cache: Path) -> None:
-    from isolab import models
-    from isolab.models import reward_models
-    from isolab.rl import difficulty
+    from isolab import difficulty, models
+    from isolab.models import reward as reward_models
 
-    if reward_models.is_preset(name):
+    if models.is_reward_preset(name):
         models.build("tiny-m")  # the shipped tiny-m, installed into the private cache
         folder = reward_models.build(name, from_scratch=True)
     else:
@@ -43,7 +42,7 @@ def ship(name: str, cache: Path) -> None:
     info = json.loads((dest / models.BUILD_INFO).read_text())
     info.update(source="shipped", built_on=date.today().isoformat())
     (dest / models.BUILD_INFO).write_text(json.dumps(info, indent=2) + "\n")
-    if not reward_models.is_preset(name):
+    if not models.is_reward_preset(name):
         difficulty.write_shipped_labels(splits, POOL, SEED)
     print(f"{name}: sha256 {info['digest']} → {dest}", flush=True)
 
