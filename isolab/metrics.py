@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln
 
+from isolab.vocab import eval_metric
+
 
 @dataclass(frozen=True)
 class Bands:
@@ -100,7 +102,7 @@ def metrics_from_counts(
     arr = np.asarray(counts)
     out: dict[str, float] = {}
     for k in ks:
-        out[f"eval/avg@{k}"] = float(np.mean(arr / n_samples))
-        out[f"eval/best@{k}"] = float(np.mean(best_at_k(n_samples, arr, k)))
-        out[f"eval/worst@{k}"] = float(np.mean(worst_at_k(n_samples, arr, k)))
+        out[eval_metric("avg", k)] = float(np.mean(arr / n_samples))
+        out[eval_metric("best", k)] = float(np.mean(best_at_k(n_samples, arr, k)))
+        out[eval_metric("worst", k)] = float(np.mean(worst_at_k(n_samples, arr, k)))
     return out

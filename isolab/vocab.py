@@ -15,12 +15,11 @@ from typing import Literal
 
 # ---- evaluation metrics -------------------------------------------------------------------------
 EVAL_PREFIX = "eval/"
-#: The statistics of k samples per problem that an evaluation logs (`isolab.metrics`).
-EVAL_STATS = ("avg", "best", "worst")
 
 
 def eval_metric(stat: str, k: int) -> str:
-    """`eval/<stat>@<k>`, e.g. ``eval_metric("avg", 4) == "eval/avg@4"``."""
+    """`eval/<stat>@<k>`, e.g. ``eval_metric("avg", 4) == "eval/avg@4"``: the name an
+    evaluation logs for avg, best or worst over k samples (`isolab.metrics`)."""
     return f"{EVAL_PREFIX}{stat}@{k}"
 
 
@@ -45,8 +44,6 @@ FLOPS_REWARD = "flops/reward"
 FLOPS_EVAL = "flops/eval"
 FLOPS_HW_TOTAL = "flops_hw/total"
 FLOPS_HW_LEARNING = "flops_hw/learning"
-#: The compute axes an analysis may put on x.
-COMPUTE_AXES = (ROLLOUTS, FLOPS_TOTAL)
 DEFAULT_X = ROLLOUTS
 DEFAULT_Y = EVAL_AVG
 #: Cumulative model FLOPs (flops/), hardware FLOPs with recompute (flops_hw/), compute/, eval/:
@@ -65,7 +62,6 @@ REWARDS = (*RULE_BASED, *MODEL_BASED)
 RUN_KEY = "run_key"
 RUN_ID = "run_id"  # MLflow's id of one execution of a run key
 STEP = "step"  # optimizer steps done at an evaluation (0: before training)
-SEED = "seed"
 
 # ---- statuses -----------------------------------------------------------------------------------
 #: MLflow's run statuses as isolab uses them: RUNNING while a process works on the run.

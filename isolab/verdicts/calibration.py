@@ -21,9 +21,18 @@ import numpy as np
 import polars as pl
 
 from isolab.verdicts.claims import CLAIMS, verdict
-from isolab.verdicts.noise import METRICS, noise_model, seed_share
+from isolab.verdicts.noise import noise_model, seed_share
 from isolab.verdicts.worlds import null_means, simulate_world
-from isolab.vocab import EVAL_AVG, EVAL_BEST, EVAL_WORST, MODEL_BASED, RHO, ROLLOUTS, RULE_BASED
+from isolab.vocab import (
+    DEFAULT_METRICS,
+    EVAL_AVG,
+    EVAL_BEST,
+    EVAL_WORST,
+    MODEL_BASED,
+    RHO,
+    ROLLOUTS,
+    RULE_BASED,
+)
 
 Data = dict[str, pl.DataFrame]
 #: Groups whose curves differ in the null world (never an effect of the claims).
@@ -214,8 +223,8 @@ def noise_levels(df: pl.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     whole table) from the design; a training SD the seeds do not resolve is taken as the
     evaluation SD (a conservative guess)."""
     groups = ["split"] if "split" in df.columns else []
-    ev = {m: np.zeros(df.height) for m in METRICS}
-    tr = {m: np.zeros(df.height) for m in METRICS}
+    ev = {m: np.zeros(df.height) for m in DEFAULT_METRICS}
+    tr = {m: np.zeros(df.height) for m in DEFAULT_METRICS}
     parts = df.partition_by(groups, as_dict=True) if groups else {("all",): df}
     for key, part in parts.items():
         mask = np.ones(df.height, bool)
@@ -224,7 +233,7 @@ def noise_levels(df: pl.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         for m, n in noise_model(part).items():
             ev[m][mask] = n.eval_sd
             tr[m][mask] = n.train_sd if math.isfinite(n.train_sd) else n.eval_sd
-    return {m: (ev[m], tr[m]) for m in METRICS if m in df.columns}
+    return {m: (ev[m], tr[m]) for m in DEFAULT_METRICS if m in df.columns}
 
 
 def seed_shares(df: pl.DataFrame) -> np.ndarray:
@@ -269,7 +278,7 @@ def calibrate(
         name: seed_shares(df) if shared_seeds else np.zeros(df.height) for name, df in data.items()
     }
     means = {
-        name: null_means(df, [m for m in METRICS if m in df.columns], GROUPS)
+        name: null_means(df, [m for m in DEFAULT_METRICS if m in df.columns], GROUPS)
         for name, df in data.items()
     }
     add = plant.add if planted else plant.null_add

@@ -23,8 +23,6 @@ from isolab.tracking.columns import COUNTS
 from isolab.verdicts.cells import cell_fit, pooled_seed_variance
 from isolab.vocab import DEFAULT_METRICS, EVAL_AVG, EVAL_WORST
 
-METRICS = DEFAULT_METRICS
-
 
 @dataclass(frozen=True)
 class Noise:
@@ -98,7 +96,7 @@ def _beta_concentration(mean: float, fourth: float) -> float:
     return float(grid[np.argmin(np.abs(np.log(m4) - math.log(fourth)))])
 
 
-def noise_model(df: pl.DataFrame, metrics: tuple[str, ...] = METRICS) -> dict[str, Noise]:
+def noise_model(df: pl.DataFrame, metrics: tuple[str, ...] = DEFAULT_METRICS) -> dict[str, Noise]:
     """Per metric, the evaluation, training and total noise of one run's final value in `df`
     (one sweep, or one split of it)."""
     out = {}
@@ -126,7 +124,7 @@ def noise_model(df: pl.DataFrame, metrics: tuple[str, ...] = METRICS) -> dict[st
 def eval_variance(rows: pl.DataFrame, metric: str) -> float:
     """Sampling variance of one run's `metric` in these rows (one row per run): the floor
     under any seed variance, which holds it and more."""
-    noise = noise_model(rows, (metric,)) if metric in METRICS else {}
+    noise = noise_model(rows, (metric,)) if metric in DEFAULT_METRICS else {}
     return noise[metric].eval_sd ** 2 if metric in noise else 0.0
 
 
