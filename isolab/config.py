@@ -39,6 +39,20 @@ DEFAULT_BETA = 0.02
 DEFAULT_ENTROPY_COEF = 0.005
 
 
+#: The Hard band's definition in run keys: `[0, 1/16]` since never-solved problems are Hard.
+HARD_BAND = "[0, 0.0625]"
+
+#: Fields added after runs were logged, with the default that reproduces what those runs did: a
+#: run key leaves a field out at this value (so earlier runs keep their keys), and a runs table
+#: reads a run that never logged it as having this value (`isolab.table.with_added_defaults`).
+ADDED_FIELDS: dict[str, Any] = {
+    "trust_remote_code": False,
+    "train_limit": None,
+    "max_grad_norm": 1.0,
+    "search_oversample": 1,
+}
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that defines one GRPO run. Unknown YAML keys are an error.
@@ -55,6 +69,11 @@ class RunConfig:
         n: rollouts per problem (TRL's `num_generations`), ≥ 2 so that GRPO has a group.
         B_p: problems per optimizer step.
         M: optimizer steps (TRL's `max_steps`).
+        search_oversample: k, dynamic sampling (the variant of DAPO's, Yu et al. 2025, arXiv
+            2503.14476, that keeps a fixed share): each step generates and scores k·B_p groups
+            of n rollouts and trains on the B_p groups whose rewards vary most. All k·B_p·n
+            rollouts are charged to search (and reward) compute and counted in `rollouts`;
+            learning compute stays that of B_p·n. 1 (the default) is plain GRPO.
         seed: seed of the run (sampling order, initial state of the RNGs).
         temperature: sampling temperature of the rollouts.
         max_completion_tokens: cap on generated tokens per rollout.
@@ -65,6 +84,10 @@ class RunConfig:
         beta: KL coefficient; overrides what the recipe picks.
         entropy_coef: entropy-bonus coefficient; overrides what the recipe picks.
         num_iterations: update passes per batch of rollouts (TRL's `num_iterations`).
+        max_grad_norm: clip the gradient's global norm at this value before each update (1.0,
+            as TRL and the Playbook do). Where the clip binds on most steps, Adam's step is set
+            by the clip rather than by the learning rate; the CPU testbed's pilot chose it so
+            that clipping is rare (`studies/pilot/lr-cpu.yaml`).
         lora_rank: 0 = full fine-tuning, r > 0 = LoRA adapters of rank r.
         gradient_checkpointing: recompute activations in backward (less memory, more hardware
             FLOPs: the ledger reports those as `flops_hw/*`). TRL turns it on by default; isolab
@@ -95,6 +118,7 @@ class RunConfig:
     n: int = 8
     B_p: int = 8
     M: int = 40
+    search_oversample: int = 1
     seed: int = 0
     temperature: float = 1.0
     max_completion_tokens: int = 6
@@ -105,6 +129,7 @@ class RunConfig:
     beta: float | None = None
     entropy_coef: float | None = None
     num_iterations: int = 1
+    max_grad_norm: float = 1.0
     lora_rank: int = 0
     gradient_checkpointing: bool = False
     generation: str = "auto"
@@ -131,8 +156,19 @@ class RunConfig:
         for name in ("B_p", "M", "max_completion_tokens", "B_base", "num_iterations"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} = {getattr(self, name)}: must be ≥ 1.")
+        if self.search_oversample < 1:
+            raise ValueError(
+                f"search_oversample = {self.search_oversample}: must be ≥ 1 (1 trains on every "
+                "group generated; k > 1 generates k·B_p groups and trains on the B_p whose "
+                "rewards vary most)."
+            )
         if self.lr_base <= 0:
             raise ValueError(f"lr_base = {self.lr_base}: must be > 0 (e.g. 5e-5 for tiny models).")
+        if not self.max_grad_norm > 0:
+            raise ValueError(
+                f"max_grad_norm = {self.max_grad_norm}: must be > 0 (1.0 clips as TRL does; a "
+                "large value such as 1e6 leaves gradients unclipped)."
+            )
         if self.temperature <= 0:
             raise ValueError(f"temperature = {self.temperature}: must be > 0 for sampling.")
         _check_choice("lr_scaling", self.lr_scaling, LR_SCALINGS)
@@ -151,10 +187,11 @@ class RunConfig:
             )
         if self.eval_problems < 1:
             raise ValueError(f"eval_problems = {self.eval_problems}: must be ≥ 1.")
-        if self.train_limit is not None and self.train_limit < self.B_p:
+        if self.train_limit is not None and self.train_limit < self.problems_per_step:
             raise ValueError(
-                f"train_limit = {self.train_limit}: must be ≥ B_p = {self.B_p} (a step draws B_p "
-                "distinct problems), or None for the whole split."
+                f"train_limit = {self.train_limit}: must be ≥ {self._problems_per_step_name} = "
+                f"{self.problems_per_step} (a step draws that many distinct problems), or None "
+                "for the whole split."
             )
         if self.pool_size < 1:
             raise ValueError(f"pool_size = {self.pool_size}: must be ≥ 1 (the default is 4000).")
@@ -180,9 +217,25 @@ class RunConfig:
         return self.B_p * self.n
 
     @property
+    def problems_per_step(self) -> int:
+        """Distinct problems a step draws: k·B_p (`search_oversample` k), B_p when k = 1."""
+        return self.search_oversample * self.B_p
+
+    @property
+    def _problems_per_step_name(self) -> str:
+        return "B_p" if self.search_oversample == 1 else "search_oversample·B_p"
+
+    @property
+    def rollouts_per_step(self) -> int:
+        """Rollouts generated per optimizer step, k·B_p·n: B when `search_oversample` is 1."""
+        return self.search_oversample * self.B
+
+    @property
     def rollouts(self) -> int:
-        """Total rollouts of the run, C = B_p · n · M (IsoCompute's compute unit)."""
-        return self.B * self.M
+        """Total rollouts of the run, C = B_p · n · M (IsoCompute's compute unit); with
+        `search_oversample` k, every generated rollout counts, C = k · B_p · n · M (the B_p·n
+        trained on per step are a subset of them)."""
+        return self.rollouts_per_step * self.M
 
     @property
     def lr(self) -> float:
@@ -237,9 +290,13 @@ class RunConfig:
         rename keep their keys (and resumable sweeps keep skipping them)."""
         resolved = self.resolved()
         resolved["study"] = resolved.pop("experiment")
-        for added, default in (("trust_remote_code", False), ("train_limit", None)):
+        for added, default in ADDED_FIELDS.items():
             if resolved[added] == default:  # added later: runs before it keep their keys
                 del resolved[added]
+        if self.split == "hard":
+            # Hard took in never-solved problems with issue 27 (`isolab.metrics.Bands`): a Hard
+            # run of before trained on other problems, so it must not pass for one of now.
+            resolved["hard_band"] = HARD_BAND
         blob = json.dumps(resolved, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -319,7 +376,11 @@ def _check_sizes(cfg: RunConfig) -> None:
         return
     sizes = {
         "n": (cfg.n, "n"),
-        "B": (cfg.B, "B = B_p·n"),
+        "B": (
+            (cfg.B, "B = B_p·n")
+            if cfg.search_oversample == 1
+            else (cfg.rollouts_per_step, "search_oversample·B_p·n")
+        ),
         "M": (cfg.M, "M"),
         "eval samples": (cfg.eval_problems * cfg.eval_k_samples, "eval_problems·eval_k_samples"),
     }

@@ -136,5 +136,6 @@ def plan_config(
         gradient_checkpointing=cfg.gradient_checkpointing,
         reward_model_config=reward_model_config_for(cfg),
         old_policy_forward=cfg.num_iterations > 1 or engines.engine(cfg) == "vllm",
+        search_oversample=cfg.search_oversample,
     )
     return {**plan, "prompt_len": prompt_len, "completion_len": completion_len}

@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import polars as pl
 
-from isolab.config import RunConfig
+from isolab.config import ADDED_FIELDS, RunConfig
 from isolab.vocab import RUN_ID, RUN_KEY, STEP
 
 logger = logging.getLogger(__name__)
@@ -60,6 +60,25 @@ def param_types() -> dict[str, type]:
         if kind in ("int", "float"):
             out[f.name] = int if kind == "int" else float
     return {**out, **DERIVED_TYPES}
+
+
+def with_added_defaults(df: pl.DataFrame) -> pl.DataFrame:
+    """Runs logged before a field existed read as having its behaviour-preserving default
+    (`isolab.config.ADDED_FIELDS`: e.g. max_grad_norm 1.0, the clip they ran with), so that
+    old and new runs of one configuration fall in one group. Applies to tables of isolab runs
+    (those with a `run_key` column) only."""
+    if RUN_KEY not in df.columns:
+        return df
+    fills = []
+    for name, default in ADDED_FIELDS.items():
+        if type(default) not in (int, float):  # numbers only: flags and paths are logged as text
+            continue
+        value = pl.lit(default, dtype=pl.Int64 if type(default) is int else pl.Float64)
+        if name in df.columns:
+            fills.append(pl.col(name).fill_null(value.cast(df.schema[name])).alias(name))
+        else:
+            fills.append(value.alias(name))
+    return df.with_columns(fills) if fills else df
 
 
 # Columns that define a configuration (everything swept except the seed): those present in a

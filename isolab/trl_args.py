@@ -36,7 +36,7 @@ TRL_OWNED = {
     "lr_scheduler_type": "isolab keeps the learning rate constant (IsoCompute's recipe)",
     "warmup_steps": "isolab keeps the learning rate constant (IsoCompute's recipe)",
     "weight_decay": "isolab's recipe has no weight decay",
-    "max_grad_norm": "isolab clips gradients at 1.0",
+    "max_grad_norm": "set max_grad_norm",
     "gradient_checkpointing": "set gradient_checkpointing",
     "beta": "set beta (or recipe)",
     "entropy_coef": "set entropy_coef (or recipe)",

@@ -138,23 +138,32 @@ def test_empty_step_reports_zero_rho_not_nan():
     assert m["compute/rho"] == 0.0 and not math.isnan(m["compute/rho_step"])
 
 
-def test_plan_run_equals_m_recorded_steps():
+@pytest.mark.parametrize("k", [1, 4])
+def test_plan_run_equals_m_recorded_steps(k):
+    """k = search_oversample: k·B rollouts generated and scored per step, B trained on."""
     kwargs = dict(n=4, B_p=2, M=3, prompt_len=7, completion_len=5, beta=0.1, num_iterations=2)
-    plan = plan_run(POLICY, reward_model_config=REWARD, gradient_checkpointing=True, **kwargs)
+    plan = plan_run(
+        POLICY,
+        reward_model_config=REWARD,
+        gradient_checkpointing=True,
+        search_oversample=k,
+        **kwargs,
+    )
     B, seq = 8, [12] * 8
     ledger = FlopLedger(POLICY, reward_model_config=REWARD, gradient_checkpointing=True)
     for _ in range(3):
-        ledger.record_generation([7] * B, [5] * B)
-        ledger.record_reward_model(seq)
+        ledger.record_generation([7] * (k * B), [5] * (k * B))
+        ledger.record_reward_model(seq * k)
         ledger.record_old_policy_forward(seq, [5] * B)
         ledger.record_reference_forward(seq, [5] * B)
         ledger.record_policy_update(seq, [5] * B, passes=2)
-        m = ledger.end_step(rollouts=B)
+        m = ledger.end_step(rollouts=k * B)
     for key in ("flops/search", "flops/learning", "flops/reward", "flops/total", "flops_hw/total"):
         assert plan[key] == m[key]
     assert plan["flops_step/total"] == m["flops_step/total"]
     assert plan["compute/rho"] == pytest.approx(m["compute/rho"])
-    assert plan["compute/rollouts"] == 24 and plan["compute/tokens"] == m["compute/tokens"]
+    assert plan["compute/rollouts"] == 24 * k and plan["compute/tokens"] == m["compute/tokens"]
+    assert plan["rollouts_per_step"] == k * B
 
 
 def test_plan_run_rho_moves_with_beta_and_passes():
@@ -172,7 +181,12 @@ def test_plan_run_rho_moves_with_beta_and_passes():
 
 @pytest.mark.parametrize(
     ("override", "match"),
-    [({"n": 0}, "n = 0"), ({"completion_len": 0}, "completion_len"), ({"beta": -1.0}, "beta")],
+    [
+        ({"n": 0}, "n = 0"),
+        ({"completion_len": 0}, "completion_len"),
+        ({"beta": -1.0}, "beta"),
+        ({"search_oversample": 0}, "search_oversample = 0"),
+    ],
 )
 def test_plan_run_rejects_bad_settings(override, match):
     kwargs = (

@@ -13,7 +13,9 @@ per-sequence token counts; ``end_step`` returns the step's metrics under isolab'
 
 Search is the generation of rollouts; learning is every policy update pass (forward +
 backward) plus the reference-model forward (β > 0) and the old-policy forward (reused
-rollouts); reward is the reward model's forward. A rule-based reward costs 0 FLOPs: only its
+rollouts); reward is the reward model's forward. Under dynamic sampling
+(``RunConfig.search_oversample``) search, reward and ``compute/rollouts`` count every rollout
+generated and scored, learning only those trained on. A rule-based reward costs 0 FLOPs: only its
 wall time is logged. FLOPs follow ``isolab.compute.flops`` (matmuls only, verified against
 ``torch.utils.flop_counter.FlopCounterMode``).
 """
@@ -222,6 +224,7 @@ def plan_run(
     gradient_checkpointing: bool = False,
     logits_len: int | None = None,
     old_policy_forward: bool | None = None,
+    search_oversample: int = 1,
 ) -> dict[str, float]:
     """Planned FLOPs of a GRPO run from expected lengths, under the ledger's names.
 
@@ -230,6 +233,10 @@ def plan_run(
     reused (``num_iterations > 1``, TRL's rule with one gradient-accumulation step),
     reference log-probs when ``beta > 0``, and runs ``num_iterations`` update passes; the run has
     ``M`` steps (IsoCompute's ``C = B_p · n · M`` rollouts, arXiv 2603.12151).
+
+    With dynamic sampling (``search_oversample`` k > 1) a step generates and scores
+    ``k · B`` rollouts and trains on ``B`` of them: search and reward FLOPs and the rollouts
+    ``C = k · B_p · n · M`` grow k-fold, learning FLOPs do not.
 
     Args:
         logits_len: LM-head positions per sequence in log-prob passes; default
@@ -240,9 +247,15 @@ def plan_run(
 
     Returns:
         ``flops_step/*`` (one step), ``flops/*`` and ``flops_hw/*`` (the run), ``compute/rho``,
-        ``compute/rollouts``, ``compute/tokens``, ``steps`` and ``rollouts_per_step``.
+        ``compute/rollouts``, ``compute/tokens``, ``steps`` and ``rollouts_per_step`` (generated).
     """
-    for name, value in (("n", n), ("B_p", B_p), ("M", M), ("num_iterations", num_iterations)):
+    for name, value in (
+        ("n", n),
+        ("B_p", B_p),
+        ("M", M),
+        ("num_iterations", num_iterations),
+        ("search_oversample", search_oversample),
+    ):
         if value < 1:
             raise ValueError(f"{name} = {value}: must be ≥ 1.")
     if completion_len < 1 or prompt_len < 0:
@@ -252,6 +265,7 @@ def plan_run(
     if beta < 0:
         raise ValueError(f"beta = {beta}: the KL coefficient is ≥ 0.")
     B = B_p * n
+    generated = search_oversample * B
     # expected lengths may be fractional (`isolab.planning`): each one is truncated, as the
     # FLOP functions truncate every length they are given (a sequence: prompt + completion)
     seq = [int(prompt_len + completion_len)] * B
@@ -262,23 +276,23 @@ def plan_run(
         reward_model_config=reward_model_config,
         gradient_checkpointing=gradient_checkpointing,
     )
-    ledger.record_generation([int(prompt_len)] * B, [int(completion_len)] * B)
+    ledger.record_generation([int(prompt_len)] * generated, [int(completion_len)] * generated)
     if reward_model_config is not None:
-        ledger.record_reward_model(seq)
+        ledger.record_reward_model([seq[0]] * generated)
     if num_iterations > 1 if old_policy_forward is None else old_policy_forward:
         ledger.record_old_policy_forward(seq, logits)
     if beta > 0:
         ledger.record_reference_forward(seq, logits)
     ledger.record_policy_update(seq, logits, passes=num_iterations)
-    step = ledger.end_step(rollouts=B)
+    step = ledger.end_step(rollouts=generated)
     plan = {k: v for k, v in step.items() if k.startswith("flops_step/")}
     for key in ("search", "learning", "reward", "total"):
         plan[f"flops/{key}"] = M * step[f"flops_step/{key}"]
     plan[FLOPS_HW_LEARNING] = M * step[FLOPS_HW_LEARNING]
     plan[FLOPS_HW_TOTAL] = M * step[FLOPS_HW_TOTAL]
     plan[RHO] = step[RHO_STEP]
-    plan[ROLLOUTS] = float(B * M)
+    plan[ROLLOUTS] = float(generated * M)
     plan[TOKENS] = M * step[TOKENS]
     plan["steps"] = float(M)
-    plan["rollouts_per_step"] = float(B)
+    plan["rollouts_per_step"] = float(generated)
     return plan

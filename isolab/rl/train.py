@@ -4,9 +4,10 @@ TRL does the RL. isolab maps the config onto `GRPOConfig` (`num_generations = n`
 batch of `B = B_p·n` completions per optimizer step, `max_steps = M·num_iterations`), applies the
 healthy recipe, and adds one callback that evaluates at the chosen steps and writes every metric
 to MLflow. A thin trainer subclass only *observes* what TRL computes (token counts of rollouts
-and update batches) to feed the ledger; it changes no part of the algorithm. Those hooks are
-`isolab.rl.trainer`'s; this module maps the config (`grpo_args`), prepares the problems and the
-model (`prepare`) and runs and logs the whole (`train`).
+and update batches) to feed the ledger; it changes no part of the algorithm but the opt-in
+dynamic sampling (`search_oversample` k: k·B rollouts generated per step, B trained on). Those
+hooks are `isolab.rl.trainer`'s; this module maps the config (`grpo_args`), prepares the
+problems and the model (`prepare`) and runs and logs the whole (`train`).
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def grpo_args(
         lr_scheduler_type="constant",
         warmup_steps=0,
         weight_decay=0.0,
-        max_grad_norm=1.0,
+        max_grad_norm=cfg.max_grad_norm,
         gradient_checkpointing=cfg.gradient_checkpointing,
         beta=cfg.resolved_beta,
         entropy_coef=cfg.resolved_entropy_coef,
@@ -131,10 +132,15 @@ def prepare(cfg: RunConfig):
     val_problems = val_problems[: cfg.eval_problems]
     if cfg.train_limit is not None:
         train_problems = train_problems[: cfg.train_limit]
-    if len(train_problems) < cfg.B_p:
+    if len(train_problems) < cfg.problems_per_step:
+        per_step = (
+            f"B_p = {cfg.B_p}"
+            if cfg.search_oversample == 1
+            else f"search_oversample·B_p = {cfg.problems_per_step}"
+        )
         raise ValueError(
             f"split {cfg.split!r} of {model_name} has {len(train_problems)} training problems but "
-            f"B_p = {cfg.B_p} problems per step: lower B_p or raise pool_size (now {cfg.pool_size})."
+            f"{per_step} problems per step: lower B_p or raise pool_size (now {cfg.pool_size})."
         )
     if not val_problems:
         raise ValueError(
@@ -236,6 +242,7 @@ def train(
 
             trainer.remove_callback(PrinterCallback)  # metrics go to MLflow, not stdout
             trainer.ledger = ledger
+            trainer.search_oversample = cfg.search_oversample  # read when train() starts
             trainer_ref["trainer"] = trainer
             if vllm_on_cpu:  # vLLM serves the weights of each sync, whatever its kernels
                 gemm = vllm_cpu.follow_syncs(trainer.vllm_generation)

@@ -1,7 +1,10 @@
-"""What isolab hooks into TRL's `GRPOTrainer`: it observes, and changes no part of the algorithm.
+"""What isolab hooks into TRL's `GRPOTrainer`: it observes, and changes no part of the algorithm
+but one opt-in, dynamic sampling (`RunConfig.search_oversample`).
 
 - `make_trainer_class`: a thin subclass that reports the token counts TRL computes (rollouts,
   old-policy and reference forwards, update batches) to the `FlopLedger`, and times sampling;
+  with `search_oversample` k > 1 it also draws k·B_p problems per step, generates and scores
+  them all, and hands TRL's own scoring the B_p groups `isolab.rl.dynamic_sampling` keeps;
 - `timed_reward`: a reward function's wall time, and a reward model's forward passes, to the ledger;
 - `make_callback`: the step callback that closes each ledger step, evaluates at the chosen
   steps, writes every metric to MLflow and honours a stop request.
@@ -21,6 +24,7 @@ import torch
 from isolab.compute.ledger import FlopLedger
 from isolab.config import RunConfig
 from isolab.rl import engines
+from isolab.rl.dynamic_sampling import select_groups, selection_metrics
 from isolab.rl.evaluate import Evaluator
 from isolab.stop import STOP
 from isolab.tracking import RunLogger
@@ -42,37 +46,146 @@ def _logits_lens(seq_lens: list[int], completion_lens: list[int]) -> list[int]:
     return [s - 1 for s in seq_lens]
 
 
+def _rows(value, rows: list[int], total: int):
+    """The `rows` of a per-rollout list (recursing into a dict of them); anything else as is."""
+    if isinstance(value, list) and len(value) == total:
+        return [value[i] for i in rows]
+    if isinstance(value, dict):
+        return {k: _rows(v, rows, total) for k, v in value.items()}
+    return value
+
+
 def make_trainer_class(with_vllm: bool = False):
     """`GRPOTrainer` subclass that reports token counts to a `FlopLedger` (import-time lazy;
-    TRL's vLLM half is imported only `with_vllm`, see `engines.grpo_trainer_class`)."""
+    TRL's vLLM half is imported only `with_vllm`, see `engines.grpo_trainer_class`).
+
+    Dynamic sampling (`search_oversample` k > 1, set on the instance before `train()`) goes
+    through TRL's own extension points, not a loop of isolab's: the train sampler (TRL's
+    `RepeatSampler`) draws k·B_p problems per generation batch; `_generate_and_score_completions`
+    generates and scores all k·B_p·n rollouts (TRL's `_generate` and `_calculate_rewards`),
+    keeps the B_p groups whose rewards vary most, and runs TRL's own scoring on those, replaying
+    their completions and rewards instead of generating or scoring them again. TRL then computes
+    the old-policy and reference log-probs, advantages and the update on B_p·n rollouts only.
+    With k = 1 none of this runs: the trainer is TRL's, observed.
+    """
     GRPOTrainer = engines.grpo_trainer_class(with_vllm)
 
     class LedgerGRPOTrainer(GRPOTrainer):
         ledger: FlopLedger
+        search_oversample: int = 1  # k of dynamic sampling (`RunConfig.search_oversample`)
         rollouts_since_step: int = 0
         search_time_s: float = 0.0  # wall time inside TRL's `_generate` (HF generate or vLLM)
         completion_tokens: int = 0
+        # the kept groups' (generation, rewards) while TRL's scoring replays them
+        _replay: tuple | None = None
+
+        def get_train_dataloader(self):
+            if self.search_oversample == 1:
+                return super().get_train_dataloader()
+            if self.accelerator.num_processes > 1:  # rewards would be gathered across processes
+                raise ValueError(
+                    f"search_oversample = {self.search_oversample} runs in one process: launch "
+                    "the run without accelerate's multi-process launcher, or set it to 1."
+                )
+            # TRL's own loader, with k times the generation batch: one optimizer step takes
+            # k·B_p problems (map-style datasets only, as isolab builds)
+            return self._get_dataloader(
+                dataset=self.train_dataset,
+                description="Training",
+                batch_size=self.search_oversample
+                * self._train_batch_size
+                * self.args.steps_per_generation,
+                sampler_fn=self._get_train_sampler,
+                is_training=True,
+            )
+
+        def _get_train_sampler(self, dataset=None):
+            if self.search_oversample == 1:
+                return super()._get_train_sampler(dataset)
+            from trl.trainer.utils import RepeatSampler
+
+            # TRL's sampler with k·B_p problems per generation batch (each repeated n times,
+            # the batch repeated over the num_iterations passes)
+            return RepeatSampler(
+                data_source=self.train_dataset if dataset is None else dataset,
+                mini_repeat_count=self.num_generations,
+                batch_size=self.search_oversample
+                * self.args.generation_batch_size
+                // self.num_generations,
+                repeat_count=self.num_iterations * self.args.steps_per_generation,
+                shuffle=self.shuffle_dataset,
+                seed=self.args.seed,
+            )
 
         def _generate(self, prompts):
+            if self._replay is not None:  # the kept groups, generated (and timed) already
+                return self._replay[0]
             t0 = time.perf_counter()
             out = super()._generate(prompts)
             self.search_time_s += time.perf_counter() - t0
             return out
 
+        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+            if self._replay is not None:  # the kept groups, scored (and charged) already
+                return self._replay[1]
+            return super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+
         def _generate_and_score_completions(self, inputs):
+            if self.search_oversample > 1 and self.model.training:
+                return self._oversampled(inputs)
             out = super()._generate_and_score_completions(inputs)
+            prompt_lens = _lens(out["prompt_mask"])
+            completion_lens = _lens(out["completion_mask"])
+            self.ledger.record_generation(prompt_lens, completion_lens)
+            self._record_log_prob_passes(out)
+            self.rollouts_since_step += len(prompt_lens)
+            self.completion_tokens += sum(completion_lens)
+            return out
+
+        def _oversampled(self, inputs):
+            """Generate and score k·B_p groups, let TRL score and train on the B_p kept."""
+            n = self.num_generations
+            prompts = [x["prompt"] for x in inputs]
+            generation = self._generate(prompts)
+            prompt_ids, completion_ids, completions = generation[0], generation[1], generation[3]
+            rewards_per_func = self._calculate_rewards(inputs, prompts, completions, completion_ids)
+            # TRL's weighted sum of the reward functions; NaN where none could score a rollout
+            weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
+            rewards = (rewards_per_func * weights).nansum(dim=1)
+            rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+            grouped = rewards.view(-1, n).cpu()
+            kept = select_groups(grouped, grouped.shape[0] // self.search_oversample)
+            rows = (kept[:, None] * n + torch.arange(n)).flatten().tolist()
+            total = len(prompts)
+            self._replay = (
+                tuple(_rows(part, rows, total) for part in generation),
+                rewards_per_func[rows],
+            )
+            try:
+                out = super()._generate_and_score_completions([inputs[i] for i in rows])
+            finally:
+                self._replay = None
+            for name, value in selection_metrics(grouped, kept).items():
+                self._metrics["train"][name].append(value)
+            # search: every rollout generated; learning (log-prob passes here, the update in
+            # `_prepare_inputs`): the kept ones; reward: every one scored (`timed_reward`)
+            completion_lens = [len(ids) for ids in completion_ids]
+            self.ledger.record_generation([len(ids) for ids in prompt_ids], completion_lens)
+            self._record_log_prob_passes(out)
+            self.rollouts_since_step += total
+            self.completion_tokens += sum(completion_lens)
+            return out
+
+        def _record_log_prob_passes(self, out) -> None:
+            """Old-policy and reference forwards TRL ran on the rollouts it trains on."""
             prompt_lens = _lens(out["prompt_mask"])
             completion_lens = _lens(out["completion_mask"])
             seq_lens = [p + c for p, c in zip(prompt_lens, completion_lens, strict=True)]
             logits_lens = _logits_lens(seq_lens, completion_lens)
-            self.ledger.record_generation(prompt_lens, completion_lens)
             if "old_per_token_logps" in out:
                 self.ledger.record_old_policy_forward(seq_lens, logits_lens)
             if "ref_per_token_logps" in out:
                 self.ledger.record_reference_forward(seq_lens, logits_lens)
-            self.rollouts_since_step += len(prompt_lens)
-            self.completion_tokens += sum(completion_lens)
-            return out
 
         def _prepare_inputs(self, generation_batch):
             # Called once per optimizer step with the slice the policy loss will see.

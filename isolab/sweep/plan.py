@@ -2,8 +2,10 @@
 
 Every grid point gets the same budget, in rollouts (IsoCompute, ``C = B_p · n · M``,
 arXiv 2603.12151) or in FLOPs (IsoFLOP, through the ledger's plan; Wilhelm & Kao, arXiv
-2607.13389). The budget fixes each point's number of steps M; points that cannot spend it (a
-batch over the cap, a budget below one step, n not dividing B…) are dropped with their reason.
+2607.13389). Rollouts are those generated: ``C = k · B_p · n · M`` under dynamic sampling
+(`RunConfig.search_oversample` k), of which ``B_p · n`` per step are trained on. The budget
+fixes each point's number of steps M; points that cannot spend it (a batch over the cap, a
+budget below one step, n not dividing B…) are dropped with their reason.
 Every run is evaluated at the same compute: checkpoints geometric in C up to the budget.
 """
 
@@ -89,10 +91,12 @@ def estimate_wall_s(cfg: RunConfig, n_evals: int, timing: Timing) -> float:
     """Rough wall time of a run (see `Timing`)."""
     steps = cfg.M * cfg.num_iterations
     samples = n_evals * cfg.eval_problems * cfg.eval_k_samples
+    # every rollout generated once, those trained on once more per extra update pass
+    rollouts = cfg.rollouts + cfg.B * cfg.M * (cfg.num_iterations - 1)
     return (
         timing.setup_s
         + steps * timing.step_s
-        + cfg.rollouts * cfg.num_iterations * timing.rollout_s
+        + rollouts * timing.rollout_s
         + samples * timing.eval_sample_s
     )
 
@@ -212,11 +216,13 @@ def _plan_point(
 ) -> GridPoint | DroppedPoint:
     step = _planned(cfg)  # one step of this point
     step_flops = step.get(FLOPS_TOTAL, math.nan)
+    per_step = cfg.rollouts_per_step  # generated: B, or k·B under dynamic sampling
     if spec.budget_rollouts is not None:
-        M = spec.budget_rollouts // cfg.B
+        M = spec.budget_rollouts // per_step
         if M < 1:
+            what = f"B = {cfg.B}" if per_step == cfg.B else f"search_oversample·B = {per_step}"
             return DroppedPoint(
-                values, f"budget {spec.budget_rollouts} rollouts < one step of B = {cfg.B}"
+                values, f"budget {spec.budget_rollouts} rollouts < one step of {what}"
             )
         at = checkpoints(spec.budget_rollouts, fractions)
     else:
@@ -235,9 +241,9 @@ def _plan_point(
                 values, f"budget {budget:.3g} FLOPs < one step ({step_flops:.3g} FLOPs)"
             )
         # The same fractions of the FLOP budget, in this point's rollouts.
-        at = checkpoints(budget / step_flops * cfg.B, fractions)
+        at = checkpoints(budget / step_flops * per_step, fractions)
     cfg = cfg.replace(M=M, eval_at_rollouts=at)
-    evals = 1 + len({min(-(-c // cfg.B), M) for c in at} | {M})
+    evals = 1 + len({min(-(-c // per_step), M) for c in at} | {M})
     return GridPoint(
         config=cfg,
         values=values,

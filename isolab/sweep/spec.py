@@ -1,8 +1,9 @@
 """Sweep specs: a YAML file naming a base run config, the axes swept around it, and a budget.
 
 A sweep varies some `RunConfig` fields (the axes) around a base config and gives every grid
-point the same budget, in rollouts (IsoCompute, ``C = B_p · n · M``, arXiv 2603.12151) or in
-FLOPs (IsoFLOP; Wilhelm & Kao, arXiv 2607.13389). `isolab.sweep.plan` turns a spec into the
+point the same budget, in rollouts (IsoCompute, ``C = B_p · n · M``, arXiv 2603.12151; with
+dynamic sampling every generated rollout counts, ``C = k · B_p · n · M`` for
+``search_oversample`` k) or in FLOPs (IsoFLOP; Wilhelm & Kao, arXiv 2607.13389). `isolab.sweep.plan` turns a spec into the
 grid; `isolab.sweep.runner` runs it. Checkpoints geometric in C up to the budget are passed
 to every run as ``RunConfig.eval_at_rollouts``, so all runs are measured at the same compute.
 

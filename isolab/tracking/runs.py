@@ -25,7 +25,7 @@ from typing import Any
 import polars as pl
 
 from isolab.paths import default_db
-from isolab.table import param_types
+from isolab.table import param_types, with_added_defaults
 from isolab.tracking.columns import COUNTS, COUNTS_ARTIFACT, META_COLUMNS, TIME_COLUMNS
 from isolab.tracking.leases import LEASE_KIND
 from isolab.tracking.snapshot import SNAPSHOT_FILE, is_snapshot, read_snapshot
@@ -81,12 +81,12 @@ def load_runs(
         FileNotFoundError / ValueError naming what is missing (no store, no experiment, no runs).
     """
     if is_snapshot(source):
-        return read_snapshot(Path(source), statuses)
+        return with_added_defaults(read_snapshot(Path(source), statuses))
     if isinstance(source, Path) or str(source).endswith(".parquet"):
         raise FileNotFoundError(
             f"snapshot {source} not found (expected a folder with {SNAPSHOT_FILE})"
         )
-    return _read_mlflow(str(source), tracking_uri, statuses, workers)
+    return with_added_defaults(_read_mlflow(str(source), tracking_uri, statuses, workers))
 
 
 def _experiment(client: Any, name: str, uri: str) -> Any:
