@@ -2,8 +2,8 @@
 arXiv 2603.12151 §3): the problems a run trains and validates on.
 
 Each problem of a pool is sampled 16 times by the base model; its avg@16 places it in a band.
-The paper's bands are Easy = avg@16 ∈ [0.3, 0.6] and Hard = avg@16 ∈ (0, 0.0625] (solved, but
-at most once in 16). Each split is cut into training problems and held-out validation problems.
+The paper's bands are Easy = avg@16 ∈ [0.3, 0.6] and Hard = avg@16 ∈ [0, 0.0625] (solved at
+most once in 16; `isolab.metrics.Bands` says why never-solved problems belong there). Each split is cut into training problems and held-out validation problems.
 Split `all` needs no labelling (`unlabelled`). Split names are `isolab.config.SPLITS` (`easy`,
 `hard`, `all`), not a data set's train/test split (the `split=` of `Task.problems`).
 
@@ -98,6 +98,12 @@ class Splits:
         )
 
 
+#: Most validation problems a split holds out: evaluation reads `eval_problems` of them (the
+#: Playbook's validation sets hold 300), so a large pool's problems go to training instead.
+#: The default 4,000-problem pool holds out fewer than this in every split.
+MAX_VAL = 1000
+
+
 def splits_path(model: str, task: str, pool_size: int, seed: int) -> Path:
     safe = model.replace("/", "--")
     return cache_root() / "difficulty" / f"{safe}__{task}__pool{pool_size}__seed{seed}.json"
@@ -160,7 +166,7 @@ def cut(
     source: str = "sampled",
 ) -> Splits:
     """Splits from correct counts out of `k`: each band's problems shuffled by `seed`, a
-    `val_fraction` of them held out for validation."""
+    `val_fraction` of them held out for validation, at most `MAX_VAL`."""
     _check_fraction(val_fraction)
     avg = [c / k for c in counts]
     groups: dict[str, list[int]] = {"easy": [], "hard": [], "all": list(range(len(problems)))}
@@ -173,7 +179,7 @@ def cut(
     for name, idx in groups.items():
         idx = idx[:]
         rng.shuffle(idx)
-        n_val = max(1, round(len(idx) * val_fraction)) if len(idx) > 1 else 0
+        n_val = min(max(1, round(len(idx) * val_fraction)), MAX_VAL) if len(idx) > 1 else 0
         splits[name] = {"train": sorted(idx[n_val:]), "val": sorted(idx[:n_val])}
     return Splits(
         model_name, task_name, k, bands, problems, avg, splits, models.digest(model_name), source
@@ -213,14 +219,42 @@ def write_shipped_labels(splits: Splits, pool_size: int, seed: int) -> Path:
     return path
 
 
+#: The build record's entry of the sha256 of every shipped labels file, by file name.
+LABEL_DIGESTS = "label_digests"
+
+
+def record_label_digest(path: Path) -> str:
+    """Write a shipped labels file's sha256 into its preset's shipped build record
+    (maintainers), so that an edited or damaged file is refused rather than cut into splits."""
+    info_path = path.parent.parent / models.BUILD_INFO
+    info = json.loads(info_path.read_text())
+    digest = models.sha256_file(path)
+    info.setdefault(LABEL_DIGESTS, {})[path.name] = digest
+    info_path.write_text(json.dumps(info, indent=2) + "\n")
+    return digest
+
+
+def _check_label_digest(model: str, path: Path) -> None:
+    recorded = (models.shipped_info(model) or {}).get(LABEL_DIGESTS, {}).get(path.name)
+    got = models.sha256_file(path)
+    if recorded is not None and got != recorded:
+        raise RuntimeError(
+            f"shipped labels {path} have sha256 {got[:12]}…, the build record of {model} says "
+            f"{recorded[:12]}…: the package is damaged; reinstall isolab, or label again with "
+            "`isolab difficulty --force`."
+        )
+
+
 def shipped_counts(
     model: str, task_name: str, problems: list[Problem], pool_size: int, seed: int
 ) -> list[int] | None:
     """Correct counts shipped for this exact pool and for the weights now in use, else None
-    (another pool, a model rebuilt from scratch, or nothing shipped)."""
+    (another pool, a model rebuilt from scratch, or nothing shipped). A shipped file whose
+    sha256 differs from the one its build record holds is an error."""
     path = shipped_labels_path(model, task_name, pool_size, seed)
     if not path.exists():
         return None
+    _check_label_digest(model, path)
     data = json.loads(path.read_text())
     current = models.digest(model)
     if data["model_digest"] != current:

@@ -6,6 +6,8 @@ Each tiny preset is warm-started to its target regime (`isolab.models.WarmStartT
 private cache, its default pool (4,000 arithmetic problems, seed 0) is labelled by avg@16, and
 the weights, tokenizer, build record (spec, steps, loss, probe history, histogram, split sizes,
 sha256 of every file) and the pool's correct counts are copied to `isolab/presets/<name>/`.
+tiny-m also ships the labels of the CPU testbed's 96,000-problem pool (`LARGE_POOLS`; ≈ 17 min
+of sampling on 2 cores), each labels file with its sha256 in the build record.
 Reward models are trained from the tiny-m in `isolab/presets/tiny-m/` (ship it first). The
 result is CPU-dependent: commit it once, and every machine then installs the same bytes.
 """
@@ -21,6 +23,8 @@ from datetime import date
 from pathlib import Path
 
 POOL, SEED = 4000, 0
+#: Larger pools whose labels a preset also ships (the CPU studies train on them).
+LARGE_POOLS = {"tiny-m": (96000,)}
 
 
 def ship(name: str, cache: Path) -> None:
@@ -43,7 +47,12 @@ def ship(name: str, cache: Path) -> None:
     info.update(source="shipped", built_on=date.today().isoformat())
     (dest / models.BUILD_INFO).write_text(json.dumps(info, indent=2) + "\n")
     if not models.is_reward_preset(name):
-        difficulty.write_shipped_labels(splits, POOL, SEED)
+        difficulty.record_label_digest(difficulty.write_shipped_labels(splits, POOL, SEED))
+        for pool in LARGE_POOLS.get(name, ()):
+            large = difficulty.load_or_label(
+                name, "arithmetic", pool_size=pool, seed=SEED, force=True
+            )
+            difficulty.record_label_digest(difficulty.write_shipped_labels(large, pool, SEED))
     print(f"{name}: sha256 {info['digest']} → {dest}", flush=True)
 
 

@@ -70,6 +70,42 @@ def test_shipped_labels_give_the_recorded_split_sizes(fresh_cache, name):
     assert record["shares"]["easy"] >= 0.08 and record["shares"]["hard"] >= 0.08
 
 
+@pytest.mark.parametrize("name", list(models.TINY_PRESETS))
+def test_every_shipped_labels_file_matches_its_recorded_digest(name):
+    """Labels decide which problems a run trains on: each shipped file is digest-checked too."""
+    files = sorted((models.shipped_dir(name) / "difficulty").glob("*.json"))
+    recorded = models.shipped_info(name)[difficulty.LABEL_DIGESTS]
+    assert files and sorted(recorded) == [f.name for f in files]
+    for f in files:
+        assert models.sha256_file(f) == recorded[f.name], f.name
+
+
+def test_the_cpu_testbed_pool_has_5k_easy_training_problems():
+    """The studies' 96,000-problem pool (issue 27): ≥ 5,000 Easy training problems, so that a run
+    of 65,536 rollouts sees each problem a few times, as the Playbook's 6k-problem sets do. Cut
+    from the shipped counts as `difficulty.cut` does (drawing the 96,000 problems takes ≈ 10 s;
+    the sweeps' runs load them)."""
+    path = difficulty.shipped_labels_path("tiny-m", "arithmetic", 96000, 0)
+    counts = json.loads(path.read_text())["counts"]
+    bands = difficulty.DEFAULT_BANDS
+    for split, least in (("easy", 5000), ("hard", 5000)):
+        size = sum(bands.split_of(c / difficulty.SHIPPED_K) == split for c in counts)
+        held_out = min(round(size * 0.25), difficulty.MAX_VAL)
+        assert size - held_out >= least, (split, size, held_out)
+
+
+def test_a_damaged_labels_file_is_refused(fresh_cache, tmp_path, monkeypatch):
+    presets = tmp_path / "presets"
+    shutil.copytree(models.shipped_dir("tiny-s"), presets / "tiny-s")
+    monkeypatch.setattr("isolab.models.weights.presets_dir", lambda: presets)
+    labels = presets / "tiny-s" / "difficulty" / "arithmetic__pool4000__seed0.json"
+    data = json.loads(labels.read_text())
+    data["counts"][0] = 16 - data["counts"][0]
+    labels.write_text(json.dumps(data, separators=(",", ":")) + "\n")
+    with pytest.raises(RuntimeError, match="damaged"):
+        difficulty.load_or_label("tiny-s", "arithmetic", pool_size=4000)
+
+
 def test_labels_of_other_weights_are_not_reused(fresh_cache):
     splits = difficulty.load_or_label("tiny-s", "arithmetic", pool_size=4000)
     path = difficulty.splits_path("tiny-s", "arithmetic", 4000, 0)

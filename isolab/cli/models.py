@@ -131,7 +131,7 @@ def difficulty(
     pool_size: Annotated[int, typer.Option(help="Problems to label.")] = 4000,
     k: Annotated[int, typer.Option(help="Samples per problem (avg@k).")] = 16,
     easy: Annotated[str, typer.Option(help="Easy band [LOW,HIGH] of avg@k.")] = "0.3,0.6",
-    hard: Annotated[str, typer.Option(help="Hard band (LOW,HIGH] of avg@k.")] = "0,0.0625",
+    hard: Annotated[str, typer.Option(help="Hard band [LOW,HIGH] of avg@k.")] = "0,0.0625",
     val_fraction: Annotated[
         float, typer.Option(help="Held-out validation share per split.")
     ] = 0.25,
