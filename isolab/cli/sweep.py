@@ -81,7 +81,7 @@ def plan_cmd(
     """
     plan = load_plan(spec)
     s = plan.spec
-    axes = [a for a in s.axes if a not in ("n", "B_p", "B")]  # those have their own columns
+    axes = [a for a in s.varying if a not in ("n", "B_p", "B")]  # those have their own columns
     table = Table(
         *axes,
         "seed",

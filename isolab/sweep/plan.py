@@ -102,16 +102,17 @@ def estimate_wall_s(cfg: RunConfig, n_evals: int, timing: Timing) -> float:
 
 
 def _grid(spec: SweepSpec):
-    """(axis values, config changes) for every combination of the axes and seeds."""
+    """The values of every point: each combination of the axes × each combo × each seed."""
     names = list(spec.axes)
-    for combo in itertools.product(*(spec.axes[n] for n in names)):
-        values = dict(zip(names, combo, strict=True))
-        for seed in spec.seeds:
-            yield {**values, "seed": seed}
+    for point in itertools.product(*(spec.axes[n] for n in names)):
+        values = dict(zip(names, point, strict=True))
+        for combo in spec.combos or ({},):
+            for seed in spec.seeds:
+                yield {**values, **combo, "seed": seed}
 
 
-#: Grid points (axes × seeds) past which a spec is refused before it is expanded (200,000
-#: points hung the planner), unless `$ISOLAB_NO_SIZE_GUARDS=1`.
+#: Grid points (axes × combos × seeds) past which a spec is refused before it is expanded
+#: (200,000 points hung the planner), unless `$ISOLAB_NO_SIZE_GUARDS=1`.
 MAX_GRID_POINTS = 5000
 #: Estimated wall hours past which a sweep is refused before it runs, unless
 #: `$ISOLAB_NO_SIZE_GUARDS=1` (a 2,000-point spec planned 2,080 h without a word).
@@ -119,12 +120,13 @@ MAX_WALL_HOURS = 168
 
 
 def _check_grid_size(spec: SweepSpec) -> None:
-    size = math.prod(len(v) for v in spec.axes.values()) * len(spec.seeds)
+    size = math.prod(len(v) for v in spec.axes.values())
+    size *= max(1, len(spec.combos)) * len(spec.seeds)
     if size > MAX_GRID_POINTS and os.environ.get(SIZE_GUARD_ENV) != "1":
         raise SpecError(
             "axes",
-            f"{size:,} grid points (axes × seeds) is over isolab's guard of {MAX_GRID_POINTS:,}: "
-            f"narrow the axes, or set {SIZE_GUARD_ENV}=1 to plan it anyway.",
+            f"{size:,} grid points (axes × combos × seeds) is over isolab's guard of "
+            f"{MAX_GRID_POINTS:,}: narrow the axes, or set {SIZE_GUARD_ENV}=1 to plan it anyway.",
         )
 
 
@@ -149,7 +151,8 @@ def check_wall_time(plan: SweepPlan, workers: int = 1) -> None:
 def plan_sweep(
     spec: SweepSpec, train_problems: dict[tuple[str, str, str, int], int] | None = None
 ) -> SweepPlan:
-    """Expand the axes, give every point the budget, drop those that cannot spend it.
+    """Expand the axes (× the combos), give every point the budget, drop those that cannot
+    spend it.
 
     Args:
         spec: the sweep.
@@ -291,10 +294,7 @@ def _why_empty(spec: SweepSpec, reasons: set[str]) -> tuple[str, str]:
 def split_sizes(spec: SweepSpec) -> dict[tuple[str, str, str, int], int]:
     """Training problems per (model, task, split, pool_size), for the splits already labelled."""
     sizes: dict[tuple[str, str, str, int], int] = {}
-    models = spec.axes.get("model", (spec.base.model,))
-    splits = spec.axes.get("split", (spec.base.split,))
-    tasks = spec.axes.get("task", (spec.base.task,))
-    pools = spec.axes.get("pool_size", (spec.base.pool_size,))
+    models, splits, tasks, pools = map(spec.values_of, ("model", "split", "task", "pool_size"))
     for model, split, task, pool in itertools.product(models, splits, tasks, pools):
         if split == "all":  # split `all` trains on the whole pool, not on a labelled split
             continue

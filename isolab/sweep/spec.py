@@ -3,9 +3,11 @@
 A sweep varies some `RunConfig` fields (the axes) around a base config and gives every grid
 point the same budget, in rollouts (IsoCompute, ``C = B_p · n · M``, arXiv 2603.12151; with
 dynamic sampling every generated rollout counts, ``C = k · B_p · n · M`` for
-``search_oversample`` k) or in FLOPs (IsoFLOP; Wilhelm & Kao, arXiv 2607.13389). `isolab.sweep.plan` turns a spec into the
-grid; `isolab.sweep.runner` runs it. Checkpoints geometric in C up to the budget are passed
-to every run as ``RunConfig.eval_at_rollouts``, so all runs are measured at the same compute.
+``search_oversample`` k) or in FLOPs (IsoFLOP; Wilhelm & Kao, arXiv 2607.13389).
+`combos` lists settings of fields that vary together (six (k, μ) pairs rather than all
+twelve), crossed with the axes. `isolab.sweep.plan` turns a spec into the grid;
+`isolab.sweep.runner` runs it. Checkpoints geometric in C up to the budget are passed to every
+run as ``RunConfig.eval_at_rollouts``, so all runs are measured at the same compute.
 
 Example (``studies/smoke.yaml``)::
 
@@ -93,6 +95,10 @@ class SweepSpec:
         axes: swept fields and their values, in grid order (`n`, `B_p`, `lr_base`, `recipe`,
             `reward`, `model`, `num_iterations`, `lora_rank`… any `RunConfig` field but
             those in `RESERVED_FIELDS`; or `B` with `n` to fix the batch, B_p = B / n).
+        combos: settings of fields that vary together, crossed with the axes: each a mapping of
+            the same fields (sweepable as axes are, and not axes themselves), e.g.
+            ``({"search_oversample": 8, "num_iterations": 1}, {"search_oversample": 1,
+            "num_iterations": 4})``. Empty: the grid is the axes' full product.
         budget_rollouts: IsoCompute budget C in rollouts; each point gets
             M = budget_rollouts // (B_p · n) steps.
         budget_flops: IsoFLOP budget in model FLOPs (`flops/total` of the ledger); each point
@@ -110,6 +116,7 @@ class SweepSpec:
     name: str
     base: RunConfig
     axes: dict[str, tuple[Any, ...]]
+    combos: tuple[dict[str, Any], ...] = ()
     budget_rollouts: int | None = None
     budget_flops: float | None = None
     max_batch: int | None = None
@@ -166,7 +173,8 @@ class SweepSpec:
                     f"timing.{part.name}",
                     f"{getattr(self.timing, part.name)}: a time in seconds, ≥ 0.",
                 )
-        object.__setattr__(self, "axes", _check_axes(self.axes, self.base))
+        object.__setattr__(self, "axes", _check_axes(self.axes, self.base, bool(self.combos)))
+        object.__setattr__(self, "combos", _check_combos(self.combos, self.axes, self.base))
         self._check_metric_k()
         self._check_steps()
 
@@ -176,8 +184,8 @@ class SweepSpec:
         match = METRIC.fullmatch(self.metric)
         assert match is not None  # __post_init__ checked the metric's form before this
         k = int(match.group(2))
-        where = "every value of axes.eval_ks" if "eval_ks" in self.axes else "base.eval_ks"
-        for eval_ks in self.axes.get("eval_ks", (self.base.eval_ks,)):
+        where = "every value of eval_ks" if "eval_ks" in self.varying else "base.eval_ks"
+        for eval_ks in self.values_of("eval_ks"):
             if k not in eval_ks:
                 raise SpecError(
                     "metric",
@@ -190,11 +198,10 @@ class SweepSpec:
         M allows (`isolab.config.SIZE_GUARDS`)."""
         if self.budget_rollouts is None or os.environ.get(SIZE_GUARD_ENV) == "1":
             return
-        if "B" in self.axes:
-            smallest = min(self.axes["B"])
+        if "B" in self.varying:
+            smallest = min(self.values_of("B"))
         else:
-            ns = self.axes.get("n", (self.base.n,))
-            smallest = min(ns) * min(self.axes.get("B_p", (self.base.B_p,)))
+            smallest = min(self.values_of("n")) * min(self.values_of("B_p"))
         steps = self.budget_rollouts // smallest
         if steps > SIZE_GUARDS["M"]:
             raise SpecError(
@@ -203,6 +210,19 @@ class SweepSpec:
                 f"isolab's guard of {SIZE_GUARDS['M']:,}: lower the budget, or set "
                 f"{SIZE_GUARD_ENV}=1 to plan it anyway.",
             )
+
+    @property
+    def varying(self) -> tuple[str, ...]:
+        """The fields the grid varies: the axes, then the fields of the combos."""
+        return (*self.axes, *(self.combos[0] if self.combos else ()))
+
+    def values_of(self, name: str) -> tuple[Any, ...]:
+        """Every value field `name` takes in the grid: its axis, its combos' or the base's."""
+        if name in self.axes:
+            return self.axes[name]
+        if self.combos and name in self.combos[0]:
+            return tuple(combo[name] for combo in self.combos)
+        return (getattr(self.base, name),)
 
     @property
     def mode(self) -> str:
@@ -225,10 +245,19 @@ class SweepSpec:
         _check_name(data.get("name"))
         data = dict(data)
         data["base"] = _load_base(data.get("base") or {}, data.get("name"), root)
-        axes = data.get("axes")
-        if not isinstance(axes, dict) or not axes:
+        axes = data.get("axes", {} if "combos" in data else None)
+        if not isinstance(axes, dict) or not (axes or "combos" in data):
             raise SpecError("axes", "give at least one axis, e.g. axes: {n: [2, 4, 8]}.")
         data["axes"] = {str(k): _axis_values(str(k), v) for k, v in axes.items()}
+        if "combos" in data:
+            combos = data["combos"]
+            if not isinstance(combos, list) or not combos:
+                raise SpecError(
+                    "combos",
+                    f"{brief(combos)}: give a list of mappings of fields that vary together, "
+                    "e.g. [{search_oversample: 8, num_iterations: 1}, …], or remove the key.",
+                )
+            data["combos"] = tuple(combos)
         if "seeds" in data:
             seeds = data["seeds"]
             seeds = [seeds] if isinstance(seeds, int) else seeds
@@ -331,38 +360,95 @@ def _axis_values(name: str, values: Any) -> tuple[Any, ...]:
     return tuple(values if isinstance(values, list) else [values])
 
 
-def _check_axes(axes: dict[str, tuple[Any, ...]], base: RunConfig) -> dict[str, tuple[Any, ...]]:
+def _check_axes(
+    axes: dict[str, tuple[Any, ...]], base: RunConfig, combos: bool = False
+) -> dict[str, tuple[Any, ...]]:
     """The axes with every value typed as its RunConfig field (YAML's `1e-5` is a float, 2.0
-    is the n 2), or SpecError naming the axis."""
-    if not axes:
+    is the n 2), or SpecError naming the axis. No axes is fine when there are `combos`."""
+    if not axes and not combos:
         raise SpecError("axes", "give at least one axis, e.g. axes: {n: [2, 4, 8]}.")
     if "B" in axes and "B_p" in axes:
         raise SpecError("axes.B", "sweep either B (B_p = B / n) or B_p, not both.")
     out: dict[str, tuple[Any, ...]] = {}
     for name, values in axes.items():
-        if name not in AXES:
-            reason = _reserved_reason(name) + " " if name in RESERVED_FIELDS else ""
-            raise SpecError(
-                f"axes.{_key(name)}", f"unknown axis. {reason}Sweepable fields: {', '.join(AXES)}."
-            )
+        _check_sweepable(f"axes.{_key(name)}", name, "axis")
         if not values:
             raise SpecError(f"axes.{name}", "empty list: give at least one value.")
-        if name == "B":
-            for v in values:
-                if isinstance(v, bool) or not isinstance(v, int) or v < 2:
-                    raise SpecError("axes.B", f"B = {brief(v)}: batches are integers ≥ 2.")
-        else:
-            typed = []
-            for v in values:  # each value alone must make a valid config (n ≥ 2, known recipe…)
-                try:
-                    typed.append(getattr(base.replace(**{name: v}), name))
-                except (ValueError, TypeError) as exc:
-                    raise SpecError(f"axes.{name}", str(exc)) from exc
-            values = tuple(typed)
+        values = tuple(_typed(f"axes.{name}", name, v, base) for v in values)
         if len(set(map(repr, values))) != len(values):
             raise SpecError(f"axes.{name}", f"{brief(list(values))} repeats a value.")
         out[name] = values
     return out
+
+
+def _check_combos(
+    combos: Any, axes: dict[str, tuple[Any, ...]], base: RunConfig
+) -> tuple[dict[str, Any], ...]:
+    """The combos with every value typed as its RunConfig field, or SpecError naming the combo
+    and field (`combos[2].num_iterations`). Every combo sets the same fields, none an axis."""
+    if not isinstance(combos, (list, tuple)):
+        raise SpecError("combos", f"{brief(combos)}: give a list of mappings of fields.")
+    out: list[dict[str, Any]] = []
+    for i, combo in enumerate(combos):
+        where = f"combos[{i}]"
+        if not isinstance(combo, dict) or not combo:
+            raise SpecError(
+                where,
+                f"{brief(combo)}: give a mapping of the fields that vary together, e.g. "
+                "{search_oversample: 8, num_iterations: 1}.",
+            )
+        first = out[0] if out else combo
+        for name in combo:
+            field_ = f"{where}.{_key(name)}"
+            _check_sweepable(field_, name, "field")
+            if name in axes:
+                raise SpecError(
+                    field_,
+                    f"{name} is also an axis: list its values either under axes (crossed with "
+                    "every combo) or in every combo, not both.",
+                )
+            if name not in first:
+                raise SpecError(field_, f"not in combos[0]: {_same_fields(first)}")
+        for name in first:
+            if name not in combo:
+                raise SpecError(f"{where}.{_key(name)}", f"missing: {_same_fields(first)}")
+        if {"B", "B_p"} <= {*combo, *axes}:
+            name = "B" if "B" in combo else "B_p"
+            raise SpecError(f"{where}.{name}", "sweep either B (B_p = B / n) or B_p, not both.")
+        # in combos[0]'s order, so that a repeat in another order is seen and shown alike
+        typed = {k: _typed(f"{where}.{_key(k)}", k, combo[k], base) for k in first}
+        for j, other in enumerate(out):
+            if repr(other) == repr(typed):
+                raise SpecError(where, f"{brief(combo)} repeats combos[{j}]; remove one.")
+        out.append(typed)
+    return tuple(out)
+
+
+def _same_fields(first: dict[str, Any]) -> str:
+    return (
+        f"every combo sets the same fields ({', '.join(map(str, first))}, as combos[0] does); "
+        "give each combo all of them, or move a field that does not vary to base."
+    )
+
+
+def _check_sweepable(where: str, name: Any, what: str) -> None:
+    """A field a sweep may vary (`AXES`), or SpecError at `where` naming the sweepable ones."""
+    if name not in AXES:
+        reason = _reserved_reason(name) + " " if name in RESERVED_FIELDS else ""
+        raise SpecError(where, f"unknown {what}. {reason}Sweepable fields: {', '.join(AXES)}.")
+
+
+def _typed(where: str, name: str, value: Any, base: RunConfig) -> Any:
+    """`value` typed as RunConfig field `name`: alone it must make a valid config (n ≥ 2, a known
+    recipe…); `B` is an integer ≥ 2."""
+    if name == "B":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+            raise SpecError(where, f"B = {brief(value)}: batches are integers ≥ 2.")
+        return value
+    try:
+        return getattr(base.replace(**{name: value}), name)
+    except (ValueError, TypeError) as exc:
+        raise SpecError(where, str(exc)) from exc
 
 
 def _field_in(message: str) -> str:
