@@ -1,14 +1,27 @@
-"""Calibration of every verdict: false-call rate in worlds with no effect, power in planted ones.
+"""Calibration of every verdict: false-call rates in worlds with no effect and in structured
+nulls, power in planted ones.
 
-    .venv/bin/python benchmarks/verdict_calibration.py [--null 400] [--planted 200] [--scale cpu]
+    .venv/bin/python benchmarks/verdict_calibration.py [--null 400] [--planted 200]
+        [--claims ID ...] [--design auto|planned|committed] [--gate 200]
 
-Each claim's test runs, unchanged, on simulated sweeps that keep the study's design (its
-committed runs tables under runs/<study>/<scale>/: configurations, seeds, checkpoints) and the
-noise that design measured (per split: evaluation sampling and seed-to-seed training noise,
-`isolab.verdicts.noise`). Null worlds give every configuration the same mean learning curve
-(a call there is a false call); planted worlds add an effect of the paper's sign and the size
-printed (an `agrees` there is a detection). Target: false calls ≤ 5% for every claim; the
-printed bound is the one-sided 95% Clopper–Pearson upper bound of the rate.
+Each claim's test runs, unchanged, on simulated sweeps that keep a design and its noise. The
+design is the study's committed runs tables under runs/<study>/cpu/ (configurations, seeds,
+checkpoints; noise measured per split by `isolab.verdicts.noise`), or, for the studies that
+read nstar's runs (nstar, n-vs-bp, bestk-worstk), the planned design of issue 27 before it runs
+(`isolab.verdicts.planned`: split × B_p ∈ {16, 64} × n ∈ {2 … 128}, B ≤ 2,048, 3 seeds, 9
+checkpoints to 65,536 rollouts, and the n = 4 `long` runs to 131,072; evaluation SD 0.008,
+seed SD 0.03 Easy / 0.015 Hard). `--design auto` (the default) takes the planned design for
+those three studies, the committed one for the others.
+
+Per claim: the pure-noise null (every configuration on its group's mean curve; for an
+equivalence claim, the effect at its margin) and each structured null that applies to it
+(`isolab.verdicts.calibration.STRUCTURED_NULLS`), where a call is a false call (for an
+equivalence claim, only an `agrees`); and the planted effect, where an `agrees` is a detection.
+Target: false calls ≤ 5%; the bound printed is the one-sided 95% Clopper–Pearson upper bound
+of the rate. The shift test of nstar.grows_* is also run without its saturation gate
+(`ungated`: how it behaves where the gate lets it run). `--gate N` adds the saturation gate's
+pass rate at a plateau and when n = 4 still gains 0.02 per doubling, with `long` run under 3 and
+under 8 seeds.
 """
 
 from __future__ import annotations
@@ -16,6 +29,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import polars as pl
@@ -25,11 +39,22 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from isolab import study  # noqa: E402
-from isolab.verdicts.calibration import PLANTS, calibrate  # noqa: E402
+from isolab.verdicts.calibration import (  # noqa: E402
+    PLANNED_SWEEPS,
+    PLANTS,
+    STRUCTURED_NULLS,
+    Setting,
+    calibrate,
+    calibrate_shift,
+    gate_passes,
+    nulls_for,
+    planned_setting,
+    setting_of,
+)
 from isolab.verdicts.claims import CLAIMS  # noqa: E402
 
 
-def design(study_name: str, scale: str) -> dict[str, pl.DataFrame]:
+def design(study_name: str, scale: str = "cpu") -> dict[str, pl.DataFrame]:
     """The study's committed runs tables (its design), by sweep."""
     s = study.get(study_name)
     return {sweep: pl.read_parquet(study.snapshot_dir(s, scale, sweep) / "runs.parquet")
@@ -41,32 +66,84 @@ def upper_bound(calls: int, sims: int) -> float:
     return 1.0 if calls >= sims else float(stats.beta.ppf(0.95, calls + 1, sims - calls))
 
 
+def false_calls(claim_id: str, calls: Counter) -> int:
+    """Calls that are false in a world that must not be called (an equivalence claim's null is
+    its margin: only `agrees` is false there)."""
+    if CLAIMS[claim_id].expected == "≈ 0":
+        return calls["agrees"]
+    return calls["agrees"] + calls["disagrees"]
+
+
+def _line(label: str, k: int, sims: int, what: str) -> str:
+    return (
+        f"  {label:<32} {k:>4}/{sims:<4} = {k / sims:6.1%}  (95% bound {upper_bound(k, sims):5.1%})"
+        f"  {what}"
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--null", type=int, default=400, help="null worlds per claim")
+    ap.add_argument("--null", type=int, default=400, help="worlds per null")
     ap.add_argument("--planted", type=int, default=200, help="planted worlds per claim")
-    ap.add_argument("--scale", default="cpu", help="whose committed design to simulate")
     ap.add_argument("--claims", nargs="*", default=list(CLAIMS), help="claim ids (default: all)")
+    ap.add_argument("--design", choices=("auto", "planned", "committed"), default="auto")
+    ap.add_argument("--gate", type=int, default=0, help="worlds for the saturation gate's rates")
     args = ap.parse_args()
-    print(
-        f"{'claim':<26} {'false calls (null)':>22} {'95% bound':>9}  {'power':>6}  planted effect"
-    )
     worst = 0.0
+    settings: dict[str, Setting] = {}
     for cid in args.claims:
         claim = CLAIMS[cid]
-        data = design(claim.study, args.scale)
+        planned = args.design == "planned" or (
+            args.design == "auto" and claim.study in PLANNED_SWEEPS
+        )
+        key = f"{claim.study}|{planned}"
+        if key not in settings:
+            settings[key] = (
+                planned_setting(claim.study) if planned else setting_of(design(claim.study))
+            )
+        setting = settings[key]
         t0 = time.perf_counter()
-        null = calibrate(cid, data, args.null, planted=False, seed=1)
-        hit = calibrate(cid, data, args.planted, planted=True, seed=100_000)
-        false_calls = null["agrees"] + null["disagrees"]
-        rate, bound = false_calls / args.null, upper_bound(false_calls, args.null)
-        worst = max(worst, rate)
-        power = hit["agrees"] / args.planted
+        print(f"{cid} ({'planned' if planned else 'committed'} design)", flush=True)
+        null = calibrate(cid, setting, args.null, planted=False, seed=1)
+        k = false_calls(cid, null)
+        worst = max(worst, k / args.null)
+        what = "effect at the margin" if claim.expected == "≈ 0" else "no effect"
+        print(_line("null", k, args.null, what), flush=True)
+        shift = cid.startswith("nstar.grows") and claim.split is not None
+        if shift:
+            calls = calibrate_shift(claim.split, setting, args.null, None, seed=1)
+            print(_line("null, ungated", false_calls(cid, calls), args.null, ""), flush=True)
+        for name in nulls_for(cid):
+            calls = calibrate(cid, setting, args.null, planted=False, seed=3, null=name)
+            k = false_calls(cid, calls)
+            worst = max(worst, k / args.null)
+            print(_line(name, k, args.null, STRUCTURED_NULLS[name].describe), flush=True)
+            if shift:
+                add = STRUCTURED_NULLS[name].add
+                calls = calibrate_shift(claim.split, setting, args.null, add, seed=3)
+                k = false_calls(cid, calls)
+                worst = max(worst, k / args.null)
+                print(_line(f"{name}, ungated", k, args.null, ""), flush=True)
+        hit = calibrate(cid, setting, args.planted, planted=True, seed=100_000)
+        found, wrong = hit["agrees"], hit["disagrees"]
         print(
-            f"{cid:<26} {false_calls:>4}/{args.null:<4} = {rate:6.1%} {bound:>9.1%}  {power:>6.0%}  "
-            f"{PLANTS[cid].describe} ({time.perf_counter() - t0:.0f} s)",
+            f"  {'power':<32} {found:>4}/{args.planted:<4} = {found / args.planted:6.1%}  "
+            f"(wrong sign {wrong})  {PLANTS[cid].describe} ({time.perf_counter() - t0:.0f} s)",
             flush=True,
         )
+        if shift:
+            calls = calibrate_shift(claim.split, setting, args.planted, PLANTS[cid].add, 100_000)
+            print(_line("power, ungated", calls["agrees"], args.planted, ""), flush=True)
+    for seeds in (3, 8) if args.gate else ():
+        setting = planned_setting("nstar", long_seeds=seeds)
+        for split in ("easy", "hard"):
+            for gain in (0.0, 0.02):
+                k = gate_passes(setting, split, args.gate, gain, seed=7)
+                what = "planned curve (gains < 0.004 per doubling)" if gain == 0 else (
+                    f"n = 4 gains {gain} per doubling more"
+                )  # fmt: skip
+                label = f"gate passes, {split}, {seeds} seeds"
+                print(_line(label, k, args.gate, what), flush=True)
     print(f"largest false-call rate: {worst:.1%} (target ≤ 5%)")
     return 0 if worst <= 0.05 else 1
 

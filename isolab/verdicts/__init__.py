@@ -9,12 +9,19 @@ A newcomer's map, from the claim down to the numbers:
 - the tests, runs tables in, a `StatResult` out: `contrasts` (configurations compared at the end
   of training, within seeds where the design allows), `slopes` (slopes of the final metric
   compared between groups), `curves` (regressions over the learning curves), `race` (the RACE
-  pilot against the full grid);
+  pilot against the full grid), `vertex` (the optimum in log2 n per checkpoint and its shift
+  with compute), `saturation` (the pre-registered plateau gate of nstar's long runs),
+  `fixed_batch` (n against B_p within fixed-B pairs; B_p's equivalence test), `mechanism`
+  (best@k / worst@k per unit of avg@4 along n beyond the compute mapping), `rho_optimum` (ρ*
+  per class as a located optimum in logit ρ);
 - what they are built on: `cells` (seed variance within configurations, OLS fits on one mean per
   configuration), `ols` (the robust regressions, HC3 and clustered by run), `noise` (evaluation
   and training noise per metric);
-- `calibration` and `worlds`: the same tests on simulated sweeps with no effect and with a
-  planted one (`benchmarks/verdict_calibration.py`).
+- `calibration` and `worlds`: the same tests on simulated sweeps with no effect, with
+  structured nulls (`STRUCTURED_NULLS`: the wrong question, not only noise) and with a planted
+  effect (`benchmarks/verdict_calibration.py`); `planned` builds those sweeps from a planned
+  design before its runs exist, `effects` the planted effects and structured nulls added to them;
+  `family`: Holm's family-wise view beside the per-claim calls.
 """
 
 from isolab.verdicts.claims import CLAIMS, Claim, evaluate

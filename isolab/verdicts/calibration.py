@@ -1,13 +1,15 @@
 """Calibration of the verdicts: the same claim tests on simulated sweeps with no effect (a call
-is a false call) and with a planted effect of the paper's sign (an `agrees` is a detection).
+is a false call), with structured nulls (effects a claim must not be mistaken for), and with a
+planted effect of the paper's sign (an `agrees` is a detection).
 
-A world keeps the real design of a study (its runs table: configurations, seeds, compute
-checkpoints) and replaces the metrics by a mean plus noise at the levels the design measured
-(`isolab.verdicts.noise.noise_model`, per split), drawn by `isolab.verdicts.worlds`: the null
-mean is the design's own mean learning curve of each group (split, reward system or model
-size), identical for every configuration; the planted world adds one effect per claim, stated
-in `PLANTS`.
-`benchmarks/verdict_calibration.py` prints the false-call rate and the power of every claim.
+A world keeps a design — a study's runs tables (configurations, seeds, compute checkpoints:
+`setting_of`), or a planned design before its runs exist (`planned_setting`, from
+`isolab.verdicts.planned`) — and replaces the metrics by a mean plus noise at the design's
+levels (`isolab.verdicts.noise` per split, or the planned ones), drawn by
+`isolab.verdicts.worlds.simulate_world`. The pure-noise null gives every configuration its
+group's mean learning curve (split, reward system or model size); `PLANTS` states each claim's
+planted effect; `STRUCTURED_NULLS` the structured nulls and the claims each applies to
+(`nulls_for`). `benchmarks/verdict_calibration.py` prints every rate with its 95% bound.
 """
 
 from __future__ import annotations
@@ -15,24 +17,19 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
 
+from isolab.verdicts import effects as fx
 from isolab.verdicts.claims import CLAIMS, verdict
+from isolab.verdicts.fixed_batch import BP_MARGIN
 from isolab.verdicts.noise import noise_model, seed_share
+from isolab.verdicts.planned import NSTAR_LONG, NSTAR_MAIN, Grid, planned_study
+from isolab.verdicts.verdict import decide
 from isolab.verdicts.worlds import null_means, simulate_world
-from isolab.vocab import (
-    DEFAULT_METRICS,
-    EVAL_AVG,
-    EVAL_BEST,
-    EVAL_WORST,
-    MODEL_BASED,
-    RHO,
-    ROLLOUTS,
-    RULE_BASED,
-)
+from isolab.vocab import DEFAULT_METRICS, EVAL_BEST, EVAL_WORST, ROLLOUTS
 
 Data = dict[str, pl.DataFrame]
 #: Groups whose curves differ in the null world (never an effect of the claims).
@@ -46,176 +43,45 @@ class Plant:
     Attributes:
         size: the effect in the claim's unit (what the power refers to).
         describe: the planted world in words.
-        add: (sweep name, design frame) → {metric: added values per row}.
-        null_add: the same for a world that must not be called (default: nothing added).
+        add: (sweep name, null means) → {metric: added values per row} (`isolab.verdicts.
+            effects`).
+        null_add: the same for the claim's own null world (default: nothing added; for an
+            equivalence claim, the effect at its margin).
     """
 
     size: float
     describe: str
-    add: Callable[[str, pl.DataFrame], dict[str, np.ndarray]]
-    null_add: Callable[[str, pl.DataFrame], dict[str, np.ndarray]] | None = None
+    add: fx.Effect
+    null_add: fx.Effect | None = None
 
 
-def _frac(df: pl.DataFrame) -> np.ndarray:
-    last = df.select(pl.col("step").max().over("run_key")).to_series().to_numpy().astype(float)
-    return np.sqrt(df["step"].to_numpy().astype(float) / np.maximum(last, 1.0))
+@dataclass(frozen=True)
+class StructuredNull:
+    """A world with an effect that a claim must not be called on.
+
+    Attributes:
+        describe: the world in words.
+        claims: the claim ids it applies to.
+        add: its effect on a design's null means (`isolab.verdicts.effects`), or None when
+            `world` draws whole worlds.
+        world: (seed) → one simulated study (sweep name → runs table), for a null that brings
+            its own design (e.g. `isolab.verdicts.rho_optimum`'s); None when `add` is given.
+    """
+
+    describe: str
+    claims: tuple[str, ...]
+    add: fx.Effect | None = None
+    world: Callable[[int], Data] | None = None
 
 
-def _centred_log2(df: pl.DataFrame, column: str) -> np.ndarray:
-    v = np.log2(np.maximum(df[column].to_numpy().astype(float), 1e-12))
-    return v - v[np.isfinite(v)].mean()
+@dataclass(frozen=True)
+class Setting:
+    """A world's fixed parts, per sweep: the null means, the noise (metric → (evaluation SD,
+    training SD) per row) and the share of training noise a seed's runs have in common."""
 
-
-def _is(df: pl.DataFrame, column: str, value) -> np.ndarray:
-    return (df[column] == value).to_numpy() if column in df.columns else np.zeros(df.height, bool)
-
-
-def _arm(split: str, factor: str, value, size: float):
-    def add(_: str, df: pl.DataFrame) -> dict[str, np.ndarray]:
-        on = _is(df, "split", split) & _is(df, factor, value)
-        return {EVAL_AVG: size * on * _frac(df)}
-
-    return add
-
-
-def _lr(size: float):
-    def add(_: str, df: pl.DataFrame) -> dict[str, np.ndarray]:
-        base = df["B_base"][0] if "B_base" in df.columns else 64
-        on = _is(df, "lr_scaling", "sqrt") & (df["B"] != base).to_numpy()
-        return {EVAL_AVG: size * on * _frac(df)}
-
-    return add
-
-
-def _interaction(split: str, size: float, power_c: int = 1):
-    def add(_: str, df: pl.DataFrame) -> dict[str, np.ndarray]:
-        on = _is(df, "split", split)
-        xn, xc = _centred_log2(df, "n"), _centred_log2(df, ROLLOUTS)
-        return {EVAL_AVG: size * on * xn * xc**power_c * (df["step"] > 0).to_numpy()}
-
-    return add
-
-
-def _optimum(v_easy: float, v_hard: float, curvature: float = 0.012):
-    def add(_: str, df: pl.DataFrame) -> dict[str, np.ndarray]:
-        log_n = np.log2(df["n"].to_numpy().astype(float))
-        vertex = np.where(_is(df, "split", "easy"), v_easy, v_hard)
-        return {EVAL_AVG: -curvature * (log_n - vertex) ** 2 * _frac(df)}
-
-    return add
-
-
-def _gap(split: str, size: float):
-    def add(_: str, df: pl.DataFrame) -> dict[str, np.ndarray]:
-        g = size / 2 * _is(df, "split", split) * _centred_log2(df, "n") * _frac(df)
-        return {EVAL_WORST: g, EVAL_BEST: -g}
-
-    return add
-
-
-def _rho(size: float):
-    def add(_: str, df: pl.DataFrame) -> dict[str, np.ndarray]:
-        rho = df[RHO].fill_null(0.0).to_numpy().astype(float)
-        rule = df["reward"].is_in(list(RULE_BASED)).to_numpy()
-        model = df["reward"].is_in(list(MODEL_BASED)).to_numpy()
-        centred = rho - np.array([rho[df["reward"].to_numpy() == r].mean() for r in df["reward"]])
-        slope = np.where(rule, size / 2, np.where(model, -size / 2, 0.0))
-        return {EVAL_AVG: slope * centred * 10 * _frac(df)}
-
-    return add
-
-
-def _race(curvature: float):
-    """Concave reward in ρ, peaking far from the regime threshold 0.5: at 0.9 for rule-based
-    systems, at 0.1 for model-based ones."""
-
-    def add(_: str, df: pl.DataFrame) -> dict[str, np.ndarray]:
-        rho = df[RHO].fill_null(0.5).to_numpy().astype(float)
-        peak = np.where(df["reward"].is_in(list(RULE_BASED)).to_numpy(), 0.9, 0.1)
-        return {EVAL_AVG: -curvature * (rho - peak) ** 2 * _frac(df)}
-
-    return add
-
-
-def _size(size: float):
-    def add(_: str, df: pl.DataFrame) -> dict[str, np.ndarray]:
-        models = sorted(df["model"].unique().to_list())
-        slope = {m: size * (i / max(len(models) - 1, 1) - 0.5) for i, m in enumerate(models)}
-        s = np.array([slope[m] for m in df["model"].to_list()])
-        return {EVAL_AVG: s * _centred_log2(df, "n") * _frac(df)}
-
-    return add
-
-
-PLANTS: dict[str, Plant] = {
-    "healthy.kl_entropy_easy": Plant(
-        size=0.06,
-        describe="KL + entropy on lifts Easy avg@4 by 0.06 by the end",
-        add=_arm("easy", "recipe", "kl_entropy", 0.06),
-    ),
-    "healthy.kl_entropy_hard": Plant(
-        size=-0.03,
-        describe="KL + entropy on lowers Hard avg@4 by 0.03",
-        add=_arm("hard", "recipe", "kl_entropy", -0.03),
-    ),
-    "healthy.lr_sqrt": Plant(
-        size=0.05,
-        describe="sqrt scaling lifts final avg@4 by 0.05 where B ≠ B_base",
-        add=_lr(0.05),
-    ),
-    "nstar.grows_easy": Plant(
-        size=0.004,
-        describe="log2 n × log2 C interaction of 0.004 on Easy",
-        add=_interaction("easy", 0.004),
-    ),
-    "nstar.grows_hard": Plant(
-        size=0.002,
-        describe="log2 n × log2 C interaction of 0.002 on Hard",
-        add=_interaction("hard", 0.002),
-    ),
-    "nstar.easy_above_hard": Plant(
-        size=3.0,
-        describe="reward concave in log2 n (−0.012 per doubling²), best n 32 on Easy, 4 on Hard",
-        add=_optimum(5.0, 2.0),
-        null_add=_optimum(3.5, 3.5),
-    ),
-    "nvsbp.more_n_with_steps": Plant(
-        size=0.005,
-        describe="log2 n × log2 C interaction of 0.005 on Easy",
-        add=_interaction("easy", 0.005),
-    ),
-    "nvsbp.nonmonotone_hard": Plant(
-        size=0.003,
-        describe="log2 n × (log2 C)² term of 0.003 on Hard",
-        add=_interaction("hard", 0.003, power_c=2),
-    ),
-    "bestk.worst_easy": Plant(
-        size=0.01,
-        describe="per doubling of n, worst@4 − best@4 rises 0.01 on Easy",
-        add=_gap("easy", 0.01),
-    ),
-    "bestk.best_hard": Plant(
-        size=-0.01,
-        describe="per doubling of n, worst@4 − best@4 falls 0.01 on Hard",
-        add=_gap("hard", -0.01),
-    ),
-    "rho.rule_above_model": Plant(
-        size=0.03,
-        describe="per +0.1 of ρ, rule-based avg@4 gains 0.03 more than model-based",
-        add=_rho(0.03),
-    ),
-    "rho.race_same_regime": Plant(
-        size=1.0,
-        describe="reward concave in ρ (−2 per unit²), peak at 0.9 for rule-based and 0.1 for "
-        "model-based systems",
-        add=_race(2.0),
-    ),
-    "size.best_n_depends": Plant(
-        size=0.03,
-        describe="slopes in log2 n that differ by 0.03 from the smallest to the largest model",
-        add=_size(0.03),
-    ),
-}
+    means: dict[str, pl.DataFrame]
+    noise: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]
+    shares: dict[str, np.ndarray]
 
 
 def noise_levels(df: pl.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -248,42 +114,254 @@ def seed_shares(df: pl.DataFrame) -> np.ndarray:
     return out
 
 
-def _world(
-    data: Data, plant: Callable | None, seed: int, noise: dict, means: dict, shares: dict
-) -> Data:
+def setting_of(data: Data, shared_seeds: bool = True) -> Setting:
+    """The setting of a study's runs tables: their design, the noise they measured, their null
+    means (each group's mean learning curve); seed shares as measured (0 with
+    `shared_seeds=False`)."""
+    return Setting(
+        means={
+            name: null_means(df, [m for m in DEFAULT_METRICS if m in df.columns], GROUPS)
+            for name, df in data.items()
+        },
+        noise={name: noise_levels(df) for name, df in data.items()},
+        shares={
+            name: seed_shares(df) if shared_seeds else np.zeros(df.height)
+            for name, df in data.items()
+        },
+    )
+
+
+#: The sweeps each study reads on the planned design of issue 27 (n-vs-bp and bestk-worstk read
+#: nstar's runs).
+PLANNED_SWEEPS: dict[str, tuple[Grid, ...]] = {
+    "nstar": (NSTAR_MAIN, NSTAR_LONG),
+    "n-vs-bp": (NSTAR_MAIN,),
+    "bestk-worstk": (NSTAR_MAIN, NSTAR_LONG),
+}
+
+
+def planned_setting(study: str, seed_share: float = 0.0, long_seeds: int | None = None) -> Setting:
+    """The setting of `study` on the planned nstar design (`PLANNED_SWEEPS`,
+    `isolab.verdicts.planned`); `long_seeds` seeds for the `long` sweep instead of its 3."""
+    grids = PLANNED_SWEEPS[study]
+    if long_seeds is not None:
+        grids = tuple(
+            replace(g, seeds=tuple(range(long_seeds))) if g.name == "long" else g for g in grids
+        )
+    p = planned_study(grids, seed_share=seed_share)
+    return Setting(means=p.means, noise=p.noise, shares=p.shares)
+
+
+def world(setting: Setting, effect: fx.Effect | None, seed: int) -> Data:
+    """One simulated study on `setting`, with `effect` added to its means (None: the null)."""
     out = {}
-    for i, (name, df) in enumerate(data.items()):
-        effect = plant(name, df) if plant is not None else None
-        out[name] = simulate_world(means[name], noise[name], seed * 101 + i, effect, shares[name])
+    for i, (name, means) in enumerate(setting.means.items()):
+        added = effect(name, means) if effect is not None else None
+        out[name] = simulate_world(
+            means, setting.noise[name], seed * 101 + i, added, setting.shares[name]
+        )
     return out
+
+
+def _vertex_rising(v_end: float, per_doubling: float, end: float = 16.0):
+    return lambda lc: v_end + per_doubling * (lc - end)
+
+
+PLANTS: dict[str, Plant] = {
+    "healthy.kl_entropy_easy": Plant(
+        size=0.06,
+        describe="KL + entropy on lifts Easy avg@4 by 0.06 by the end",
+        add=fx.arm("easy", "recipe", "kl_entropy", 0.06),
+    ),
+    "healthy.kl_entropy_hard": Plant(
+        size=-0.03,
+        describe="KL + entropy on lowers Hard avg@4 by 0.03",
+        add=fx.arm("hard", "recipe", "kl_entropy", -0.03),
+    ),
+    "healthy.lr_sqrt": Plant(
+        size=0.05,
+        describe="sqrt scaling lifts final avg@4 by 0.05 where B ≠ B_base",
+        add=fx.lr(0.05),
+    ),
+    "nstar.grows_easy": Plant(
+        size=0.5,
+        describe="Easy avg@4 concave in log2 n (−0.012·frac per doubling²), n* = 2^(5 + "
+        "0.5·log2(C / 65,536)): 0.5 doublings of n* per doubling of C",
+        add=fx.optimum(_vertex_rising(5.0, 0.5), 0.012, "easy"),
+    ),
+    "nstar.grows_hard": Plant(
+        size=0.5,
+        describe="Hard avg@4 concave in log2 n (−0.006·frac per doubling²), n* = 2^(4.5 + "
+        "0.5·log2(C / 65,536))",
+        add=fx.optimum(_vertex_rising(4.5, 0.5), 0.006, "hard"),
+    ),
+    "nstar.easy_above_hard": Plant(
+        size=2.5,
+        describe="avg@4 concave in log2 n (−0.012 per doubling²), best n 32 on Easy, 2^2.5 on Hard",
+        add=fx.optimum_by_split(5.0, 2.5),
+        null_add=fx.optimum_by_split(3.5, 3.5),
+    ),
+    "nvsbp.more_n_with_steps": Plant(
+        size=0.005,
+        describe="log2 n × log2 C interaction of 0.005 on Easy",
+        add=fx.interaction("easy", 0.005),
+    ),
+    "nvsbp.nonmonotone_hard": Plant(
+        size=0.003,
+        describe="log2 n × (log2 C)² term of 0.003 on Hard",
+        add=fx.interaction("hard", 0.003, power_c=2),
+    ),
+    "nvsbp.bp_matters_little": Plant(
+        size=0.0,
+        describe=f"no effect of B_p (null: {BP_MARGIN} avg@4 per doubling of B_p, the margin)",
+        add=fx.nothing,
+        null_add=fx.bp_effect(BP_MARGIN),
+    ),
+    "bestk.worst_easy": Plant(
+        size=1.0,
+        describe="on Easy n moves avg@4 (concave, vertex n = 16) and worst@4 1.0 more per unit "
+        "of avg@4 than the compute mapping",
+        add=fx.mechanism("easy", EVAL_WORST, 1.0),
+    ),
+    "bestk.best_hard": Plant(
+        size=2.0,
+        describe="on Hard n moves avg@4 (concave, vertex n = 16) and best@4 2.0 more per unit "
+        "of avg@4 than the compute mapping",
+        add=fx.mechanism("hard", EVAL_BEST, 2.0),
+    ),
+    "rho.rule_above_model": Plant(
+        size=0.03,
+        describe="per +0.1 of ρ, rule-based avg@4 gains 0.03 more than model-based",
+        add=fx.rho(0.03),
+    ),
+    "rho.race_same_regime": Plant(
+        size=1.0,
+        describe="reward concave in ρ (−2 per unit²), peak at 0.9 for rule-based and 0.1 for "
+        "model-based systems",
+        add=fx.race(2.0),
+    ),
+    "size.best_n_depends": Plant(
+        size=0.03,
+        describe="slopes in log2 n that differ by 0.03 from the smallest to the largest model",
+        add=fx.size_slopes(0.03),
+    ),
+}
+
+_GROWS = ("nstar.grows_easy", "nstar.grows_hard")
+_BESTK = ("bestk.worst_easy", "bestk.best_hard")
+
+#: Structured nulls by name. Another module adds its own with
+#: `STRUCTURED_NULLS["name"] = StructuredNull(describe, claims=(claim id, …), world=...)`
+#: (`isolab.verdicts.rho_optimum` brings its ρ-null and knob-null worlds that way).
+STRUCTURED_NULLS: dict[str, StructuredNull] = {
+    "fixed-optimum": StructuredNull(
+        "avg@4 concave in log2 n (−0.012·frac per doubling² on Easy, −0.004 on Hard) with n* = "
+        "2^3.5 at every C",
+        _GROWS,
+        fx.optimum(lambda lc: np.full_like(lc, 3.5), 0.012, curvature_hard=0.004),
+    ),
+    "fixed-optimum-edge": StructuredNull(
+        "the same with n* = 4 at every C, one doubling above the grid's lower edge",
+        _GROWS,
+        fx.optimum(lambda lc: np.full_like(lc, 2.0), 0.012, curvature_hard=0.004),
+    ),
+    "compute-shift-rising": StructuredNull(
+        "curves differ by a compute shift only: avg@4 = R(C·2^(0.5·(log2 n − 4))), R the "
+        "split's mean curve (a larger n always better)",
+        _GROWS,
+        fx.compute_shift(lambda x: 0.5 * (x - 4.0)),
+    ),
+    "compute-shift-peaked": StructuredNull(
+        "curves differ by a compute shift only: avg@4 = R(C·2^(−0.25·(log2 n − 2)²)), n = 4 "
+        "best at every C (larger n catch up as R flattens)",
+        _GROWS,
+        fx.compute_shift(lambda x: -0.25 * (x - 2.0) ** 2),
+    ),
+    "one-mapping": StructuredNull(
+        "n moves avg@4 alone (concave, vertex n = 16); best@4 and worst@4 follow it through "
+        "the split's compute mapping",
+        _BESTK,
+        fx.mechanism(None, None, 0.0),
+    ),
+    "same-mu-response": StructuredNull(
+        "every reward system responds alike to the update passes μ (avg@4 − 0.03·frac·(log2 μ "
+        "− 1)²)",
+        ("rho.rule_above_model",),
+        fx.same_mu_response(),
+    ),
+}
+
+
+def gate_passes(setting: Setting, split: str, sims: int, gain: float = 0.0, seed: int = 0) -> int:
+    """Worlds (of `sims`) in which nstar's saturation gate passes on `split`, when n = 4's
+    `long` curve gains `gain` avg@4 more per doubling of C than the setting's own curve over
+    its last two doublings (0: the setting's curve; the planned one gains < 0.004 there)."""
+    from isolab.verdicts.claims import nstar_gate
+
+    def add(name: str, means: pl.DataFrame) -> dict[str, np.ndarray]:
+        if name != "long" or gain == 0:
+            return {}
+        lc = fx.log2_of(means, ROLLOUTS)
+        top = float(lc.max())
+        return fx.through_mapping(means, gain * np.clip(lc - (top - 2), 0, None))
+
+    return sum(nstar_gate(world(setting, add, seed + k), split).passed for k in range(sims))
+
+
+def calibrate_shift(
+    split: str, setting: Setting, sims: int, effect: fx.Effect | None, seed: int = 0
+) -> Counter:
+    """Calls (`> 0` expected) of the n* shift test alone, without the saturation gate, at the
+    checkpoints of the top half of log2 C (`isolab.verdicts.vertex.vertex_shift`): how the
+    test behaves where the gate lets it run, whatever the gate's own pass rate."""
+    from isolab.verdicts.claims import Y
+    from isolab.verdicts.vertex import vertex_shift
+
+    calls: Counter = Counter()
+    for k in range(sims):
+        main = world(setting, effect, seed + k)["main"].filter(pl.col("split") == split)
+        r, _ = vertex_shift(main, Y)
+        calls[decide(r.estimate, r.p_value, "> 0")] += 1
+    return calls
+
+
+def nulls_for(claim_id: str) -> list[str]:
+    """The structured nulls that apply to `claim_id`."""
+    return [name for name, n in STRUCTURED_NULLS.items() if claim_id in n.claims]
+
+
+def _setting(data: Data | Setting, shared_seeds: bool) -> Setting:
+    return data if isinstance(data, Setting) else setting_of(data, shared_seeds)
 
 
 def calibrate(
     claim_id: str,
-    data: Data,
+    data: Data | Setting,
     sims: int,
     planted: bool,
     seed: int = 0,
     shared_seeds: bool = True,
+    null: str | None = None,
 ) -> Counter:
-    """Calls of `claim_id` over `sims` simulated worlds on the design of `data` (the study's runs
-    tables): with no effect (`planted=False`; the plant's `null_add` when it has one) or with
-    the planted effect. A world's runs of one seed share the part of their training noise the
-    design measured as common to a seed (`seed_shares`; none with `shared_seeds=False`).
-    Returns a Counter of calls."""
+    """Calls of `claim_id` over `sims` simulated worlds on the design of `data` (a study's runs
+    tables, or a `Setting` such as `planned_setting`): with no effect (`planted=False`; the
+    plant's `null_add` when it has one), with the planted effect (`planted=True`), or with the
+    structured null named `null` (then `planted` is ignored). A world's runs of one seed share
+    the part of their training noise the design measured as common to a seed (`seed_shares`;
+    none with `shared_seeds=False`). Returns a Counter of calls."""
     claim = CLAIMS[claim_id]
-    plant = PLANTS[claim_id]
-    noise = {name: noise_levels(df) for name, df in data.items()}
-    shares = {
-        name: seed_shares(df) if shared_seeds else np.zeros(df.height) for name, df in data.items()
-    }
-    means = {
-        name: null_means(df, [m for m in DEFAULT_METRICS if m in df.columns], GROUPS)
-        for name, df in data.items()
-    }
-    add = plant.add if planted else plant.null_add
     calls: Counter = Counter()
-    for s in range(sims):
-        world = _world(data, add, seed + s, noise, means, shares)
-        calls[verdict(claim, claim.run(world)).call] += 1
+    if null is not None:
+        s = STRUCTURED_NULLS[null]
+        if s.world is not None:
+            for k in range(sims):
+                calls[verdict(claim, claim.run(s.world(seed + k))).call] += 1
+            return calls
+        add = s.add
+    else:
+        plant = PLANTS[claim_id]
+        add = plant.add if planted else plant.null_add
+    setting = _setting(data, shared_seeds)
+    for k in range(sims):
+        calls[verdict(claim, claim.run(world(setting, add, seed + k))).call] += 1
     return calls

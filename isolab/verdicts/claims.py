@@ -8,15 +8,25 @@ runs on simulated worlds with no effect and with a planted one in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
 from isolab.table import one_pool
-from isolab.verdicts import contrasts, curves, race, slopes
-from isolab.verdicts.result import StatResult
-from isolab.verdicts.verdict import Verdict, decide
+from isolab.verdicts import (
+    contrasts,
+    curves,
+    fixed_batch,
+    mechanism,
+    race,
+    saturation,
+    slopes,
+    vertex,
+)
+from isolab.verdicts.result import ALPHA, CI_LEVEL, StatResult, t_quantile
+from isolab.verdicts.verdict import Call, Verdict, decide
 from isolab.vocab import EVAL_AVG, EVAL_BEST, EVAL_WORST, MODEL_BASED, RHO, ROLLOUTS, RULE_BASED
 
 Y = EVAL_AVG
@@ -52,11 +62,6 @@ def _split(df: pl.DataFrame, split: str | None) -> pl.DataFrame:
     return df if split is None or "split" not in df.columns else df.filter(pl.col("split") == split)
 
 
-def _combined(data: Data, *names: str) -> pl.DataFrame:
-    """The named sweeps as one table, on the first one's training pool (`isolab.table.one_pool`)."""
-    return one_pool([data[n] for n in names if n in data])[0]
-
-
 def _covariates(df: pl.DataFrame, *names: str) -> tuple[str, ...]:
     return tuple(c for c in names if c in df.columns and df[c].n_unique() > 1)
 
@@ -77,32 +82,126 @@ def _lr_rule(data: Data) -> StatResult:
     )
 
 
+def _same_pool(data: Data, main: str, other: str) -> pl.DataFrame | None:
+    """The `other` sweep's runs trained on `main`'s pool (`isolab.table.one_pool`), or None."""
+    if other not in data:
+        return None
+    keys = data[other]["run_key"].unique()
+    kept = one_pool([data[main], data[other]])[0]
+    return kept.filter(pl.col("run_key").is_in(keys.implode()))
+
+
+def _secondary(df: pl.DataFrame) -> str:
+    """The old two-stage interaction (`curves.curve_interaction`), as a sentence."""
+    r = curves.curve_interaction(df, Y, "n", X, _covariates(df, "B_p"))
+    if not r.ran or r.interval is None:
+        return f"secondary reading (two-stage log2 n × log2 C interaction): {r.note}"
+    return (
+        f"secondary reading (two-stage log2 n × log2 C interaction): {r.estimate:+.2g} avg@4 "
+        f"per doubling of n per doubling of C ({CI_LEVEL} CI [{r.interval[0]:+.2g}, "
+        f"{r.interval[1]:+.2g}], p = {r.p_value:.2g})"
+    )
+
+
+def nstar_gate(data: Data, split: str) -> saturation.Gate:
+    """The saturation gate of `split` (`isolab.verdicts.saturation`): n = 4's `long` runs on
+    `main`'s pool, with `main`'s seed variance of slopes."""
+    long = _same_pool(data, "main", "long")
+    main = _split(data["main"], split)
+    return saturation.plateau_gate(_split(long, split) if long is not None else None, main, Y)
+
+
+def nstar_vertices(data: Data, split: str) -> tuple[StatResult, pl.DataFrame, saturation.Gate]:
+    """The shift of n* with compute on `split` (`isolab.verdicts.vertex.vertex_shift`) from
+    C_sat/4 on (the top half of log2 C without a saturation point), the per-checkpoint
+    vertices, and the gate."""
+    gate = nstar_gate(data, split)
+    main = _split(data["main"], split)
+    from_C = gate.C_sat / 4 if gate.C_sat is not None else None
+    result, table = vertex.vertex_shift(main, Y, from_C)
+    return result, table, gate
+
+
 def _nstar_grows(split: str) -> Callable[[Data], StatResult]:
     def run(data: Data) -> StatResult:
-        df = _split(_combined(data, "main", "long"), split)
-        return curves.curve_interaction(df, Y, "n", X, _covariates(df, "B_p"))
+        result, _, gate = nstar_vertices(data, split)
+        secondary = _secondary(_split(data["main"], split))
+        if not gate.passed:
+            why = gate.reason if gate.reason.startswith("untested") else (
+                f"untested at this scale: {gate.reason}"
+            )  # fmt: skip
+            return StatResult.refused(f"{why}; {secondary}", result.n_runs, result.test)
+        return replace(
+            result, note="; ".join(x for x in (result.note, gate.reason, secondary) if x)
+        )
 
     return run
 
 
 def _easy_above_hard(data: Data) -> StatResult:
-    df = _combined(data, "main", "long")
-    easy, hard = _split(df, "easy"), _split(df, "hard")
-    return curves.optimum_difference(easy, hard, Y, "n", X, _covariates(df, "B_p"))
+    """log2 n* at the largest compute, Easy − Hard: tested only where both optima are
+    interior; the slopes of avg@4 in log2 n there (Easy − Hard) are the secondary reading."""
+    main = data["main"]
+    ends, slopes, dofs = {}, {}, {}
+    for split in ("easy", "hard"):
+        ends[split], fits = vertex.optimum_at_end(_split(main, split), Y)
+        dofs[split] = fits.dof[-1] if fits.lc else 0
+        slopes[split] = vertex.slope_at_end(_split(main, split), Y)
+    (se_, sse, de), (sh, ssh, dh) = slopes["easy"], slopes["hard"]
+    diff, sd = se_ - sh, math.sqrt(sse**2 + ssh**2)
+    q = t_quantile(min(de, dh)) if min(de, dh) > 0 else math.nan
+    secondary = (
+        f"secondary reading: slope of avg@4 per doubling of n at the largest C, Easy {se_:+.3f}, "
+        f"Hard {sh:+.3f}, Easy − Hard {diff:+.3f} ({CI_LEVEL} CI [{diff - q * sd:+.3f}, "
+        f"{diff + q * sd:+.3f}])"
+    )
+    runs = main["run_key"].n_unique()
+    test = (
+        "vertex of a quadratic in log2 n (+ log2 B_p) of the seed-mean avg@4 per configuration "
+        "at the largest compute, per split (delta method); Easy − Hard"
+    )
+    missing = [s for s in ("easy", "hard") if not ends[s]]
+    if missing:
+        return StatResult.refused(f"no {', '.join(missing)} runs at the largest C; {secondary}",
+                                  runs, test)  # fmt: skip
+    bad = [f"{s.capitalize()}: {ends[s]['reason']}" for s in ("easy", "hard")
+           if not ends[s]["qualifies"]]  # fmt: skip
+    if bad:
+        return StatResult.refused(
+            "both optima must be interior: " + "; ".join(bad) + f"; {secondary}", runs, test
+        )
+    e, h = ends["easy"], ends["hard"]
+    return StatResult.from_t(
+        e["log2_n_star"] - h["log2_n_star"],
+        math.sqrt(e["se"] ** 2 + h["se"] ** 2),
+        min(dofs.values()),
+        n_runs=runs,
+        test=test,
+        note=f"n* ≈ {e['n_star']:.3g} on Easy, {h['n_star']:.3g} on Hard at C = "
+        f"{e['C']:,.0f}; {secondary}",
+        extra={
+            "log2_best_easy": e["log2_n_star"],
+            "log2_best_hard": h["log2_n_star"],
+            "slope_easy": se_,
+            "slope_hard": sh,
+        },  # fmt: skip
+    )
 
 
-def _n_vs_steps(split: str, term: str) -> Callable[[Data], StatResult]:
+def _n_vs_steps(split: str, power: int) -> Callable[[Data], StatResult]:
     def run(data: Data) -> StatResult:
-        df = _split(data["main"], split)
-        return curves.curve_interaction(df, Y, "n", X, _covariates(df, "B"), term=term)
+        return fixed_batch.advantage_trend(_split(data["main"], split), Y, power)
 
     return run
 
 
-def _metric_gap(split: str) -> Callable[[Data], StatResult]:
+def _bp_little(data: Data) -> StatResult:
+    return fixed_batch.bp_equivalence(data["main"], Y)
+
+
+def _mechanism(split: str, metric: str) -> Callable[[Data], StatResult]:
     def run(data: Data) -> StatResult:
-        df = _split(_combined(data, "main", "long"), split)
-        return curves.gap_slope(df, EVAL_WORST, EVAL_BEST, "n", X, _covariates(df, "B_p"))
+        return mechanism.mechanism_ratio(_split(data["main"], split), metric)
 
     return run
 
@@ -122,6 +221,7 @@ def _size(data: Data) -> StatResult:
 
 
 PER_DOUBLING_SQ = "avg@4 per doubling of n per doubling of C"
+NSTAR_SHIFT = "doublings of n* per doubling of C (slope of log2 n* on log2 C)"
 CLAIMS: dict[str, Claim] = {
     c.id: c
     for c in (
@@ -158,7 +258,7 @@ CLAIMS: dict[str, Claim] = {
             text="n* grows with compute (Playbook)",
             split="easy",
             expected="> 0",
-            unit=PER_DOUBLING_SQ,
+            unit=NSTAR_SHIFT,
             run=_nstar_grows("easy"),
         ),
         Claim(
@@ -167,7 +267,7 @@ CLAIMS: dict[str, Claim] = {
             text="n* grows with compute (Playbook)",
             split="hard",
             expected="> 0",
-            unit=PER_DOUBLING_SQ,
+            unit=NSTAR_SHIFT,
             run=_nstar_grows("hard"),
         ),
         Claim(
@@ -186,7 +286,7 @@ CLAIMS: dict[str, Claim] = {
             split="easy",
             expected="> 0",
             unit=PER_DOUBLING_SQ,
-            run=_n_vs_steps("easy", "linear"),
+            run=_n_vs_steps("easy", 1),
         ),
         Claim(
             id="nvsbp.nonmonotone_hard",
@@ -195,7 +295,18 @@ CLAIMS: dict[str, Claim] = {
             split="hard",
             expected="≠ 0",
             unit="avg@4 per doubling of n per (doubling of C)²",
-            run=_n_vs_steps("hard", "quadratic"),
+            run=_n_vs_steps("hard", 2),
+        ),
+        Claim(
+            id="nvsbp.bp_matters_little",
+            study="n-vs-bp",
+            text="B_p matters little in a moderate range (Playbook: varying n moves Easy reward "
+            "9.2%, varying B_p 1.9%)",
+            split=None,
+            expected="≈ 0",
+            unit=f"avg@4 per doubling of B_p at fixed n and C (equivalence margin "
+            f"±{fixed_batch.BP_MARGIN})",
+            run=_bp_little,
         ),
         Claim(
             id="bestk.worst_easy",
@@ -203,17 +314,17 @@ CLAIMS: dict[str, Claim] = {
             text="on Easy sets a larger n lifts worst@k more than best@k (sharpening)",
             split="easy",
             expected="> 0",
-            unit="worst@4 − best@4 per doubling of n",
-            run=_metric_gap("easy"),
+            unit="worst@4 per unit of avg@4, along n − along compute",
+            run=_mechanism("easy", EVAL_WORST),
         ),
         Claim(
             id="bestk.best_hard",
             study="bestk-worstk",
             text="on Hard sets a larger n lifts best@k more than worst@k (coverage)",
             split="hard",
-            expected="< 0",
-            unit="worst@4 − best@4 per doubling of n",
-            run=_metric_gap("hard"),
+            expected="> 0",
+            unit="best@4 per unit of avg@4, along n − along compute",
+            run=_mechanism("hard", EVAL_BEST),
         ),
         Claim(
             id="rho.rule_above_model",
@@ -247,16 +358,27 @@ CLAIMS: dict[str, Claim] = {
 }
 
 
-def verdict(claim: Claim, result: StatResult) -> Verdict:
-    """The claim's call from its test (see `decide`; a share must be 1 to agree)."""
+def _call(claim: Claim, result: StatResult) -> tuple[Call, float | None]:
+    """The call and the p-value it rests on (see `decide`; a share must be 1 to agree; an
+    equivalence (`≈ 0`) agrees when its two one-sided tests put the effect inside the margin,
+    disagrees when the effect lies beyond it at α, with that test's p-value)."""
     if not result.ran:
-        call, note = "inconclusive", result.note
-    elif claim.expected == "= 1":
-        call = "agrees" if result.estimate == 1 else "disagrees"
-        note = result.note
-    else:
-        call = decide(result.estimate, result.p_value, claim.expected)
-        note = result.note
+        return "inconclusive", result.p_value
+    if claim.expected == "= 1":
+        return ("agrees" if result.estimate == 1 else "disagrees"), result.p_value
+    if claim.expected == "≈ 0":
+        beyond = result.extra.get("p_beyond")
+        if result.p_value is not None and result.p_value < ALPHA:
+            return "agrees", result.p_value
+        if beyond is not None and beyond < ALPHA:
+            return "disagrees", float(beyond)
+        return "inconclusive", result.p_value
+    return decide(result.estimate, result.p_value, claim.expected), result.p_value
+
+
+def verdict(claim: Claim, result: StatResult) -> Verdict:
+    """The claim's `Verdict` from its test's result (the call: `_call`)."""
+    call, p_value = _call(claim, result)
     return Verdict(
         claim=claim.id,
         text=claim.text,
@@ -264,13 +386,13 @@ def verdict(claim: Claim, result: StatResult) -> Verdict:
         call=call,
         test=result.test,
         statistic=result.estimate,
-        p_value=result.p_value,
+        p_value=p_value,
         interval=result.interval,
         min_detectable_effect=result.mde,
         unit=claim.unit,
         expected=claim.expected,
         n_runs=result.n_runs,
-        note=note.strip(),
+        note=result.note.strip(),
     )
 
 
@@ -290,8 +412,9 @@ def evaluate(study: str, data: Data) -> list[Verdict]:
 
 
 def direction(v: Verdict, flat_margin: float) -> str:
-    """n*(C) as `growing` / `falling` (the interaction test resolved a sign), `flat` (not
-    resolved, and its interval excludes interactions beyond ±`flat_margin`), or `not resolved`."""
+    """n*(C) as `growing` / `falling` (the shift of the vertex resolved a sign), `flat` (not
+    resolved, and its interval excludes shifts beyond ±`flat_margin` doublings of n* per
+    doubling of C), or `not resolved` (an untested claim has no interval)."""
     if v.call == "agrees":
         return "growing"
     if v.call == "disagrees":

@@ -1,24 +1,29 @@
-"""Regressions over the learning curves: how the value of a larger n (or of one metric over
-another) changes as compute grows, from every evaluation of every run, not only the last.
+"""Regressions over the learning curves: how the value of a larger n changes as compute grows,
+from every evaluation of every run, not only the last.
 
-Every test reads the layout of `isolab.tracking.runs.load_runs` (one row per run × evaluation),
-keeps the evaluations after step 0, and works on log2 scales centred on the data (`_curve_frame`).
-A run's evaluations share its seed, so they are not independent: the tests either reduce each
-run to one number and compare runs (two stages: `curve_interaction`, `gap_slope`), or fit all
-evaluations with errors clustered by run (`optimum_difference`; see `isolab.verdicts.ols`).
+`curve_interaction` reads the layout of `isolab.tracking.runs.load_runs` (one row per run ×
+evaluation), keeps the evaluations after step 0, and works on log2 scales centred on the data
+(`_curve_frame`). A run's evaluations share its seed, so they are not independent: the test
+reduces each run to one number and compares runs (two stages).
+
+It was the test of "n* grows" and of the fixed-batch trade-off; since issue 27 those are the
+shift of the optimum itself (`isolab.verdicts.vertex`) and the fixed-B pairs
+(`isolab.verdicts.fixed_batch`), and the interaction is the secondary reading of "n* grows"
+(an interaction of a concave curve moves its vertex by the cross-partial over the curvature,
+but a compute shift of saturating curves makes one too: see `isolab.verdicts.calibration`'s
+structured nulls).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
 
 from isolab.table import as_float, run_column
-from isolab.verdicts.ols import cluster_fit, hc3_ols
-from isolab.verdicts.result import ALPHA, StatResult
+from isolab.verdicts.ols import hc3_ols
+from isolab.verdicts.result import StatResult
 from isolab.vocab import ROLLOUTS
 
 
@@ -132,96 +137,4 @@ def curve_interaction(
         f"b{k}",
         x,
         f"two-stage: each run's {what} coefficient against the average curve",
-    )
-
-
-def gap_slope(
-    df: pl.DataFrame,
-    high: str,
-    low: str,
-    x: str = "n",
-    compute: str = ROLLOUTS,
-    covariates: Sequence[str] = (),
-) -> StatResult:
-    """How much more `high` than `low` rises per doubling of `x`: each run's mean of
-    high − low (measured on the same samples) over its evaluations after step 0, against the
-    mean of every run at the same checkpoint, regressed on log2 x and the covariates across
-    runs (OLS, HC3, one row per run)."""
-    frame, _ = _curve_frame(df, pl.col(high) - pl.col(low), x, compute, covariates)
-    if frame.height == 0 or frame["xn"].n_unique() < 2:
-        return StatResult.refused(f"needs ≥ 2 values of {x} after step 0")
-    return _two_stage(
-        frame, (0,), "b0", x, f"each run's mean {high} − {low} against the checkpoint means"
-    )
-
-
-def optimum_difference(
-    a: pl.DataFrame,
-    b: pl.DataFrame,
-    metric: str,
-    x: str = "n",
-    compute: str = ROLLOUTS,
-    covariates: Sequence[str] = (),
-) -> StatResult:
-    """log2 of the best x at the largest compute, table `a` minus table `b`.
-
-    Each table gets one regression of all its evaluations on a mean per checkpoint, log2 x,
-    (log2 x)² and log2 x × log2 C (errors clustered by run); its best x at the largest
-    checkpoint is the vertex of the quadratic in log2 x there, with a delta-method standard
-    error from the clustered covariance. Tested only where both curvatures are significantly negative (an
-    interior optimum) and both vertices lie within one doubling of the x grid."""
-    vertices = []
-    for name, df in (("first", a), ("second", b)):
-        frame, centres = _curve_frame(df, pl.col(metric), x, compute, covariates)
-        runs = frame["run"].n_unique()
-        if frame["xn"].n_unique() < 3 or runs < 6:
-            return StatResult.refused(f"the {name} table needs ≥ 3 values of {x} and ≥ 6 runs")
-        cov = " + ".join(f"z{i} + z{i}:xc" for i in range(len(covariates)))
-        fit = cluster_fit(frame, "y ~ C(cp) + xn + I(xn**2) + xn:xc" + (f" + {cov}" if cov else ""))
-        g, d, bc = (float(fit.params[k]) for k in ("xn", "I(xn ** 2)", "xn:xc"))
-        V = (
-            fit.cov_params()
-            .loc[["xn", "I(xn ** 2)", "xn:xc"], ["xn", "I(xn ** 2)", "xn:xc"]]
-            .values
-        )
-        p_curv = float(fit.pvalues["I(xn ** 2)"])
-        # The delta method below divides by d: near 0 the vertex and its SE blow up, and
-        # d > 0 has a minimum, not an optimum. Only a clearly concave curve has a best x.
-        if not (d < 0 and p_curv < ALPHA):
-            return StatResult.refused(
-                f"no interior optimum in {x} on the {name} table (curvature {d:.3g}, p = "
-                f"{p_curv:.2g}): its best {x} may lie at the edge of the grid",
-                runs,
-            )
-        # At the largest checkpoint (xc = xc_max) the fit in xn is (g + bc·xc_max)·xn + d·xn²,
-        # whose vertex is xn* = −num / (2d), num = g + bc·xc_max. The vertex is a ratio of
-        # coefficients, so its SE is the delta method's (a first-order Taylor expansion):
-        # SE² ≈ ∇vᵀ V ∇v with V the clustered covariance of (g, d, bc) and
-        # ∇v = (∂v/∂g, ∂v/∂d, ∂v/∂bc) = (−1/(2d), num/(2d²), −xc_max/(2d)).
-        xc_max = as_float(frame["xc"].max())
-        num = g + bc * xc_max
-        v = centres[x] - num / (2 * d)
-        grad = np.array([-1 / (2 * d), num / (2 * d * d), -xc_max / (2 * d)])
-        se = float(math.sqrt(max(grad @ V @ grad, 0.0)))
-        lo, hi = as_float(frame["xn"].min()) + centres[x], as_float(frame["xn"].max()) + centres[x]
-        # A vertex far outside the grid is an extrapolation of the quadratic, not a measurement.
-        if not lo - 1 <= v <= hi + 1:
-            return StatResult.refused(
-                f"the {name} table's best {x} (2^{v:.1f}) lies more than a doubling outside "
-                f"the grid [2^{lo:.0f}, 2^{hi:.0f}]",
-                runs,
-            )
-        vertices.append((v, se, runs))
-    (va, sa, ra), (vb, sb, rb) = vertices
-    # The two tables hold different runs (Easy and Hard), so their vertices are independent:
-    # the variances add. The t reference takes the smaller table's clusters (runs − 1).
-    se = math.sqrt(sa**2 + sb**2)
-    return StatResult.from_t(
-        va - vb,
-        se,
-        min(ra, rb) - 1,
-        n_runs=ra + rb,
-        test="vertex of a quadratic in log2 n at the largest compute per table (clustered OLS, "
-        "delta method), difference of the two",
-        extra={"log2_best_first": va, "log2_best_second": vb},
     )

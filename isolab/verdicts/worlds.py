@@ -18,8 +18,9 @@ import polars as pl
 from isolab.table import as_float
 from isolab.vocab import FLOPS_TOTAL, ROLLOUTS
 
-#: (evaluation SD, training SD) per metric: what `isolab.verdicts.noise.noise_model` measures.
-NoiseLevels = Mapping[str, tuple[float, float]]
+#: (evaluation SD, training SD) per metric: what `isolab.verdicts.noise.noise_model` measures,
+#: as numbers or one per row (a design whose splits differ in noise).
+NoiseLevels = Mapping[str, tuple[float | np.ndarray, float | np.ndarray]]
 
 
 def null_means(

@@ -1,0 +1,126 @@
+"""The n-vs-B_p tests on nstar's fixed-B pairs, best@k/worst@k as mechanisms (ratios against the
+compute mapping), the structured nulls' registry, and the family-wise view (issue 27) — on
+planned worlds with little noise, where the truth is known."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from isolab.verdicts import CLAIMS, Verdict
+from isolab.verdicts import effects as fx
+from isolab.verdicts.calibration import (
+    STRUCTURED_NULLS,
+    StructuredNull,
+    calibrate,
+    nulls_for,
+    planned_setting,
+    world,
+)
+from isolab.verdicts.claims import verdict
+from isolab.verdicts.family import holm_table
+from isolab.verdicts.fixed_batch import BP_MARGIN, advantage_trend, bp_equivalence
+from isolab.verdicts.mechanism import mechanism_ratio
+from isolab.vocab import EVAL_AVG, EVAL_BEST, EVAL_WORST
+
+
+def _quiet(study: str, scale: float = 0.3):
+    s = planned_setting(study)
+    noise = {
+        k: {m: (ev * scale, tr * scale) for m, (ev, tr) in v.items()} for k, v in s.noise.items()
+    }
+    return type(s)(means=s.means, noise=noise, shares=s.shares)
+
+
+def _easy(data):
+    return data["main"].filter(data["main"]["split"] == "easy")
+
+
+def test_the_advantage_of_more_rollouts_at_fixed_b_grows_with_steps():
+    """A log2 n × log2 C interaction of 0.005: within each of the five fixed-B pairs the
+    larger-n member gains on the larger-B_p one, 0.005 per doubling of n per doubling of C."""
+    data = world(_quiet("n-vs-bp"), fx.interaction("easy", 0.005), seed=1)
+    r = advantage_trend(_easy(data), EVAL_AVG)
+    assert r.interval[0] < 0.005 < r.interval[1] and r.p_value < 1e-3
+    assert "strata (128, 256, 512, 1024, 2048)" in r.test and "(15 units," in r.test
+    none = advantage_trend(_easy(world(_quiet("n-vs-bp"), None, seed=1)), EVAL_AVG)
+    assert none.p_value > 0.04
+
+
+def test_a_non_monotone_advantage_must_turn_inside_the_checkpoints():
+    hard = world(_quiet("n-vs-bp"), fx.interaction("hard", 0.003, power_c=2), seed=2)["main"]
+    r = advantage_trend(hard.filter(hard["split"] == "hard"), EVAL_AVG, power=2)
+    assert r.p_value < 0.04 and r.note.startswith("turns at C ≈")
+    claim = CLAIMS["nvsbp.nonmonotone_hard"]
+    assert verdict(claim, claim.run(world(_quiet("n-vs-bp"), None, seed=2))).call != "agrees"
+
+
+def test_b_p_matters_little_is_an_equivalence_within_its_margin():
+    claim = CLAIMS["nvsbp.bp_matters_little"]
+    none = world(_quiet("n-vs-bp"), None, seed=3)
+    v = verdict(claim, claim.run(none))
+    assert v.call == "agrees" and v.interval is not None
+    assert v.interval[0] > -BP_MARGIN and v.interval[1] < BP_MARGIN
+    big = world(_quiet("n-vs-bp"), fx.bp_effect(0.03), seed=3)
+    v = verdict(claim, claim.run(big))
+    assert v.call == "disagrees" and v.statistic == pytest.approx(0.03, abs=0.005)
+    assert v.p_value < 0.04  # the p-value of the call: the effect lies beyond the margin
+    r = bp_equivalence(big["main"], EVAL_AVG)
+    assert r.extra["n_spread"] >= 0 and "for scale: n moves" in r.note
+
+
+def test_a_mechanism_of_n_is_measured_against_the_compute_mapping():
+    """n moves avg@4 alone (one mapping): κ ≈ 0 although worst@4 rises ≈ 2.2 per unit of avg@4
+    along n; with worst@4 moving 1.0 more per unit along n: κ ≈ 1."""
+    setting = _quiet("bestk-worstk")
+    null = mechanism_ratio(_easy(world(setting, fx.mechanism(None, None, 0.0), 4)), EVAL_WORST)
+    assert null.interval[0] < 0 < null.interval[1] and null.extra["along_n"] > 1.5
+    plant = fx.mechanism("easy", EVAL_WORST, 1.0)
+    found = mechanism_ratio(_easy(world(setting, plant, 4)), EVAL_WORST)
+    assert found.interval[0] < 1.0 < found.interval[1] and found.p_value < 0.01
+    flat = mechanism_ratio(_easy(world(setting, None, 4)), EVAL_BEST)
+    assert not flat.ran and "n does not move avg@4 enough" in flat.note
+
+
+def test_structured_nulls_map_claims_and_accept_worlds_of_their_own():
+    assert nulls_for("nstar.grows_easy") == [
+        "fixed-optimum", "fixed-optimum-edge", "compute-shift-rising", "compute-shift-peaked"
+    ]  # fmt: skip
+    assert nulls_for("bestk.best_hard") == ["one-mapping"]
+    assert all(set(n.claims) <= set(CLAIMS) for n in STRUCTURED_NULLS.values())
+    # a null that brings its own design (as isolab.verdicts.rho_optimum's do)
+    own = planned_setting("n-vs-bp")
+    STRUCTURED_NULLS["test-own-world"] = StructuredNull(
+        "B_p at the margin, drawn by its own function",
+        ("nvsbp.bp_matters_little",),
+        world=lambda seed: world(own, fx.bp_effect(BP_MARGIN), seed),
+    )
+    try:
+        assert "test-own-world" in nulls_for("nvsbp.bp_matters_little")
+        calls = calibrate("nvsbp.bp_matters_little", {}, 3, False, null="test-own-world")
+        assert sum(calls.values()) == 3
+    finally:
+        del STRUCTURED_NULLS["test-own-world"]
+
+
+def test_effects_follow_the_mapping():
+    """An effect on avg@4 moves best@4 and worst@4 as the split's mapping does."""
+    means = planned_setting("nstar").means["main"]
+    out = fx.through_mapping(means, np.full(means.height, 0.05))
+    easy = (means["split"] == "easy").to_numpy() & (means["step"] > 0).to_numpy()
+    assert np.all(out[EVAL_AVG] == 0.05) and np.all(out[EVAL_WORST][easy] > 0)
+
+
+def _v(claim: str, call: str, p: float | None) -> Verdict:
+    return Verdict(claim, "", None, call, "", 0.1, p, None, math.nan, "", "> 0", 10)  # type: ignore[arg-type]
+
+
+def test_the_family_view_adjusts_p_values_and_keeps_calls():
+    calls = [("a", "agrees", 0.01), ("b", "agrees", 0.03), ("c", "inconclusive", None)]
+    table = holm_table([_v(*c) for c in [*calls, ("d", "inconclusive", 0.5)]])
+    assert table["p_holm"].to_list() == pytest.approx([0.03, 0.06, None, 0.5], nan_ok=True)
+    assert table["familywise"].to_list() == ["agrees", "inconclusive", "inconclusive",
+                                             "inconclusive"]  # fmt: skip
+    assert table["call"].to_list()[1] == "agrees"  # the per-claim call stays
