@@ -24,16 +24,18 @@
 #
 # **Paper.** IsoCompute Playbook (arXiv 2603.12151, §4.2): on Easy sets, few steps favour a
 # large B_p and many steps a large n (n\*(M) is a sigmoid); on Hard sets the best n is
-# non-monotone in M.
+# non-monotone in M; B_p matters little in a moderate range at fixed n.
 #
-# **Scales.** `smoke`: CI, B = 16. `cpu`: tiny-m at lr_base 1.5e-4 (the learning-rate pilot's),
-# B = 64 split six ways on Easy and Hard, 128 steps each, 2 seeds, every validation problem × 16
-# samples (about 11 minutes with 2 workers, or seconds from `runs/n-vs-bp/cpu/`).
+# **Runs.** This study re-analyses the runs of `nstar` (issue 27): its grid B_p ∈ {16, 64} ×
+# n ∈ 2…128 (B ≤ 2,048) holds five fixed-B pairs, B = 128 … 2,048, each with B_p ≥ 16 (the
+# first testbed split B = 64 down to B_p = 1, which the Playbook never does). `smoke`: CI,
+# nstar's smoke grid (no fixed-B pair: the tests say so). `cpu`: tiny-m on the 96,000-problem
+# pool, seconds from nstar's snapshot in `runs/nstar/cpu/`.
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | gpu
 workers = 2  # runs at once, when a sweep has to run
-rerun = False  # True: run the sweep even when runs/n-vs-bp/<scale>/ holds a snapshot
+rerun = False  # True: run the sweep even when runs/nstar/<scale>/ holds a snapshot
 
 # %%
 # %matplotlib inline
@@ -55,7 +57,7 @@ report = study.analyse(tradeoff, data, scale)
 report.figure("tradeoff")
 
 # %%
-report.tables["winners_easy"]
+report.tables.get("winners_easy", "no fixed-B pair with two values of n in these runs")
 
 # %% [markdown]
 # ## What these runs say

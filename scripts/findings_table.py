@@ -3,7 +3,9 @@
     .venv/bin/python scripts/findings_table.py [--scale cpu]
 
 One row per claim: the notebook, the study and its runs, the claim, the call, the effect with
-its interval, the smallest effect the design detects (80% power) and the unit they share.
+its interval, the smallest effect the design detects (80% power), the unit they share, and the
+p-value after Holm's correction over every claim of every study (the family-wise view; a call
+stays per claim at α).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import math
 from isolab import study
 from isolab.tracking.runs import load_runs
 from isolab.tracking.snapshot import is_snapshot
+from isolab.verdicts.result import holm
 
 
 def _fmt(x: float | None) -> str:
@@ -33,15 +36,21 @@ def _runs(s: study.Study, scale: str) -> str:
 
 def rows(scale: str) -> list[str]:
     out = [
-        "| notebook | study (runs) | claim tested | call | effect [96% CI] | detectable | unit |",
-        "|---|---|---|---|---|---|---|",
+        "| notebook | study (runs) | claim tested | call | effect [96% CI] | detectable | unit "
+        "| p, Holm |",
+        "|---|---|---|---|---|---|---|---|",
     ]
+    found = {}
     for s in study.STUDIES.values():
         path = study.output_dir(s, scale) / "findings.json"
-        if not path.exists():
-            continue
-        verdicts = json.loads(path.read_text())["verdicts"]
-        for i, v in enumerate(verdicts):
+        if path.exists():
+            found[s.name] = json.loads(path.read_text())["verdicts"]
+    # Holm over every claim of every study: the family-wise view beside the per-claim calls.
+    everything = [v for verdicts in found.values() for v in verdicts]
+    p_values = [math.nan if v["p_value"] is None else v["p_value"] for v in everything]
+    adjusted = iter(holm(p_values))
+    for s in study.STUDIES.values():
+        for i, v in enumerate(found.get(s.name, [])):
             lead = (
                 f"[{s.notebook}](notebooks/{s.notebook}.ipynb) | `{s.name}` ({_runs(s, scale)})"
                 if i == 0
@@ -57,8 +66,11 @@ def rows(scale: str) -> list[str]:
             split = f" ({v['split']})" if v["split"] else ""
             mde = v["min_detectable_effect"]
             detectable = f"{mde:.2g}" if mde is not None and math.isfinite(mde) else "—"
+            p_holm = next(adjusted)
+            p_text = f"{p_holm:.2g}" if math.isfinite(p_holm) else "—"
             out.append(
-                f"| {lead} | {v['text']}{split} | {call} | {effect} | {detectable} | {v['unit']} |"
+                f"| {lead} | {v['text']}{split} | {call} | {effect} | {detectable} | {v['unit']} "
+                f"| {p_text} |"
             )
     return out
 

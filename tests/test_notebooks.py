@@ -18,9 +18,9 @@ from isolab import study
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"
 NAMES = sorted(s.notebook for s in study.STUDIES.values())
-#: The study whose notebook runs its sweep in the test (52 s); the others replay smoke
-#: snapshots shipped as fixtures (smoke results are not committed under runs/).
-TRAINS = "n-vs-bp"
+#: The study whose notebook runs its sweeps in the test (≈ 25 s of training); the others replay
+#: smoke snapshots shipped as fixtures (smoke results are not committed under runs/).
+TRAINS = "healthy-recipe"
 TRAINED = next(s.notebook for s in study.STUDIES.values() if s.name == TRAINS)
 SNAPSHOTS = REPO / "tests" / "fixtures" / "smoke-snapshots"
 
@@ -135,7 +135,8 @@ def test_all_notebooks_run_at_smoke_scale(sandbox, capsys, monkeypatch):
             "\nnotebooks at smoke scale: " + ", ".join(f"{k} {v:.0f} s" for k, v in times.items())
         )
         print(f"total {total:.0f} s wall, two at a time ({TRAINS} trained, the others replayed)")
-    assert (sandbox / "runs" / TRAINS / "smoke" / "main" / "runs.parquet").exists()
+    for sweep in study.get(TRAINS).sweeps:
+        assert (sandbox / "runs" / TRAINS / "smoke" / sweep / "runs.parquet").exists()
     assert sorted(p.name for p in SNAPSHOTS.iterdir()) == sorted(
         s.name for s in study.STUDIES.values() if s.name != TRAINS and not s.source
     )

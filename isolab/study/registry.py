@@ -73,9 +73,12 @@ STUDIES: dict[str, Study] = {
             "More rollouts or more problems at a fixed batch B = B_p·n",
             "At fixed B every split costs the same per step. The Playbook finds (Easy) that few "
             "steps favour more problems (large B_p) and many steps favour more rollouts (large "
-            "n); on Hard the best n is non-monotone in M.",
+            "n); on Hard the best n is non-monotone in M; and B_p matters little in a moderate "
+            "range at fixed n. Re-analyses the five fixed-B pairs of the runs of `nstar` "
+            "(B_p = 16 and 64 at B = 128 … 2,048).",
             ("main",),
             "n_vs_bp",
+            source="nstar",
         ),
         Study(
             "bestk-worstk",

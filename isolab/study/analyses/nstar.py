@@ -145,8 +145,8 @@ def _nstar_by_split(df: pl.DataFrame, scale: str) -> dict[str, fr.NStarResult]:
     }
 
 
-#: An interaction (avg@4 per doubling of n per doubling of C) below which n*(C) counts as flat.
-FLAT_MARGIN = 0.002
+#: A shift of the optimum (doublings of n* per doubling of C) below which n*(C) counts as flat.
+FLAT_MARGIN = 0.25
 
 
 def nstar(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
@@ -172,6 +172,11 @@ def nstar(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
             [c for c in res.per_n.columns if res.per_n[c].dtype != pl.Object]
         )
         rep.tables[f"records_{split}"] = fr.record_points(sdf, X, Y)
+        _, vertices, gate = claims.nstar_vertices(data, split)
+        if vertices.height:
+            rep.tables[f"vertices_{split}"] = vertices.fill_nan(None)
+        if gate.windows.height:
+            rep.tables[f"saturation_gate_{split}"] = gate.windows.fill_nan(None)
         lo, hi = res.n_saturation_ci
         t = res.table.filter(pl.col("n_star").is_finite()) if res.table.height else res.table
         first = (float(t["C"][0]), float(t["n_star"][0])) if t.height else (math.nan, math.nan)
@@ -186,6 +191,14 @@ def nstar(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
             "n_star_first": first,
             "n_star_last": last,
             "records": rep.tables[f"records_{split}"].height,
+            "saturation_gate": {
+                "passed": gate.passed,
+                "C_sat": gate.C_sat,
+                "gain_per_doubling": gate.gain,
+                "upper": gate.upper,
+                "margin": gate.margin,
+                "reason": gate.reason,
+            },
         }
         sentence = (
             f"{split.capitalize()} split: the upper envelope of the per-n fits puts n* at "

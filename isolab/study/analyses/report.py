@@ -11,6 +11,7 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from isolab.verdicts import Verdict
+from isolab.verdicts.family import holm_table
 from isolab.verdicts.result import CI_LEVEL
 from isolab.vocab import EVAL_AVG, ROLLOUTS
 
@@ -46,6 +47,7 @@ class Report:
         """Record the claims' verdicts: in `verdicts`, in the findings, as sentences."""
         self.verdicts += verdicts
         self.findings["verdicts"] = [v.to_dict() for v in self.verdicts]
+        self.tables["verdicts_holm"] = holm_table(self.verdicts)
         self.versus_paper += [v.sentence() for v in verdicts]
 
     def figure(self, name: str) -> Figure:
