@@ -59,11 +59,18 @@ def test_smoke_spec_plans_twelve_runs_at_equal_compute():
 
 def test_nstar_cpu_spec_trades_n_against_steps_at_equal_rollouts():
     plan = plan_sweep(SweepSpec.from_yaml(REPO / "studies" / "nstar" / "cpu" / "main.yaml"))
-    assert {p.config.n for p in plan.points} == {2, 4, 8, 16, 32}
+    assert {p.config.n for p in plan.points} == {2, 4, 8, 16, 32, 64, 128}
     assert {p.config.split for p in plan.points} == {"easy", "hard"}
-    assert all(p.config.B_p == 8 and p.config.rollouts == 16384 for p in plan.points)
-    assert {p.config.M for p in plan.points} == {1024, 512, 256, 128, 64}
-    assert len(plan.points) == 30  # 10 configurations × 3 seeds
+    assert {p.config.B_p for p in plan.points} == {16, 64}
+    assert all(p.config.B <= 2048 and p.config.rollouts == 65536 for p in plan.points)
+    assert all(p.config.M == 65536 // p.config.B for p in plan.points)
+    # B_p = 16 at every n, B_p = 64 up to n = 32 (B ≤ 2,048): 12 configurations × 2 splits × 3
+    # seeds, five of B shared by both B_p (the fixed-B pairs n-vs-bp reads)
+    assert len(plan.points) == 72
+    pairs = {p.config.B for p in plan.points if p.config.B_p == 64} & {
+        p.config.B for p in plan.points if p.config.B_p == 16
+    }
+    assert pairs == {128, 256, 512, 1024, 2048}
 
 
 def test_isoflop_gives_each_point_the_most_steps_that_fit():
