@@ -15,7 +15,7 @@ A newcomer's map, from the claim down to the numbers:
   (best@k / worst@k per unit of avg@4 along n beyond the compute mapping), `rho_optimum` (ρ*
   per class as a located optimum in logit ρ);
 - what they are built on: `cells` (seed variance within configurations, OLS fits on one mean per
-  configuration), `ols` (the robust regressions, HC3 and clustered by run), `noise` (evaluation
+  configuration), `ols` (the robust regression, HC3), `noise` (evaluation
   and training noise per metric);
 - `calibration` and `worlds`: the same tests on simulated sweeps with no effect, with
   structured nulls (`STRUCTURED_NULLS`: the wrong question, not only noise) and with a planted

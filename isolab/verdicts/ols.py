@@ -1,5 +1,5 @@
-"""The two regressions with robust standard errors that the verdicts' slope and curve tests fit
-(statsmodels OLS), and why each error is the one it is.
+"""The regression with robust standard errors that the verdicts' slope and curve tests fit
+(statsmodels OLS), and why its error is the one it is.
 
 - `hc3_ols`: one row per run, errors robust to unequal variance (HC3). The runs of a sweep do
   not share one noise level: a reward near 0 or 1 has less room to vary than one near ½, and the
@@ -7,11 +7,6 @@
   when it differs; White's HC0 and HC1 corrections fix that but are liberal on a few dozen runs;
   HC3 (MacKinnon & White 1985, recommended below ~250 observations by Long & Ervin 2000,
   https://doi.org/10.1080/00031305.2000.10474549) is the small-sample choice.
-- `cluster_fit`: several rows per run (its evaluations along the learning curve), errors
-  clustered by run. A run's evaluations share its seed — its data order and its training
-  noise — so they are not independent; treating them as such would count one run's luck many
-  times over. Clustering lets them correlate freely within a run, and the t reference has G − 1
-  degrees of freedom for G runs.
 """
 
 from __future__ import annotations
@@ -19,7 +14,6 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-import polars as pl
 
 
 def hc3_ols(formula: str, data):
@@ -31,15 +25,3 @@ def hc3_ols(formula: str, data):
     with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
         return smf.ols(formula, data).fit(cov_type="HC3", use_t=True)
-
-
-def cluster_fit(frame: pl.DataFrame, formula: str):
-    """OLS of `formula` on `frame` (several rows per run, the run in column `run`) with errors
-    clustered by run, small-sample corrected, and t references."""
-    import statsmodels.formula.api as smf
-
-    data = frame.to_pandas()
-    groups = data["run"].astype("category").cat.codes
-    return smf.ols(formula, data).fit(
-        cov_type="cluster", cov_kwds={"groups": groups, "use_correction": True}, use_t=True
-    )
