@@ -11,7 +11,10 @@ read nstar's runs (nstar, n-vs-bp, bestk-worstk), the planned design of issue 27
 (`isolab.verdicts.planned`: split × B_p ∈ {16, 64} × n ∈ {2 … 128}, B ≤ 2,048, 3 seeds, 9
 checkpoints to 65,536 rollouts, and the n = 4 `long` runs to 131,072; evaluation SD 0.008,
 seed SD 0.03 Easy / 0.015 Hard). `--design auto` (the default) takes the planned design for
-those three studies, the committed one for the others.
+those three studies, the committed one for the others. The reward-rho claims (ρ* per class of
+reward systems) draw their own design whatever `--design` says: the pre-registered (k, μ) grid
+of `isolab.verdicts.rho_optimum` (6 systems × 6 (k, μ) × 4 seeds), which the committed μ-only
+runs do not have.
 
 Per claim: the pure-noise null (every configuration on its group's mean curve; for an
 equivalence claim, the effect at its margin) and each structured null that applies to it
@@ -96,14 +99,20 @@ def main() -> int:
         planned = args.design == "planned" or (
             args.design == "auto" and claim.study in PLANNED_SWEEPS
         )
-        key = f"{claim.study}|{planned}"
+        own = PLANTS[cid].world is not None  # the rho claims draw their own (k, μ) design
+        key = "own" if own else f"{claim.study}|{planned}"
         if key not in settings:
             settings[key] = (
-                planned_setting(claim.study) if planned else setting_of(design(claim.study))
+                Setting({}, {}, {})
+                if own
+                else planned_setting(claim.study)
+                if planned
+                else setting_of(design(claim.study))
             )
         setting = settings[key]
         t0 = time.perf_counter()
-        print(f"{cid} ({'planned' if planned else 'committed'} design)", flush=True)
+        label = "simulated (k, μ)" if own else "planned" if planned else "committed"
+        print(f"{cid} ({label} design)", flush=True)
         null = calibrate(cid, setting, args.null, planted=False, seed=1)
         k = false_calls(cid, null)
         worst = max(worst, k / args.null)

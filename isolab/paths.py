@@ -21,6 +21,15 @@ def bundle_dir() -> Path:
     return _REPO if (_REPO / "studies").is_dir() and (_REPO / "notebooks").is_dir() else _BUNDLE
 
 
+def shown(path: Path) -> str:
+    """`path` as messages and notebooks show it: relative to the bundle (the checkout) when it
+    lies inside, so that no user's absolute path lands in a committed notebook."""
+    try:
+        return str(Path(path).resolve().relative_to(bundle_dir()))
+    except ValueError:
+        return str(path)
+
+
 #: Longest name (experiment, sweep) isolab accepts, in UTF-8 bytes: a name becomes an MLflow
 #: experiment, a run name with " (sweep)" (MLflow caps those at 250 characters) and folders, or
 #: one folder with `/` as `--` (`isolab frontier`; file systems cap a folder name at 255 bytes).

@@ -32,6 +32,16 @@
 # policy. At cpu scale (lr_base 1.5e-4, every Easy validation problem × 16 samples) 198 + 12
 # runs (11 seeds on the full grid), about an hour with 2 workers, or seconds from
 # `runs/reward-rho/cpu/`.
+#
+# **The test.** The paper's claim is about where each class of systems has its optimum, so the
+# test locates one: a quadratic in logit ρ per class (rule-based: sparse, structured, dense;
+# model-based: orm, prm, proxy-prm), its vertex ρ*, and Δ = logit ρ*_rule − logit ρ*_model
+# (the paper's 1.19), refused unless both optima are interior. Beside it the same test on
+# ln(C_learning / C_search), where the reward model's FLOPs do not count, says how much of a gap
+# is the reward model's bill rather than a different preference. μ alone cannot bracket the
+# optimum (the committed runs peak at their lowest ρ), so the spec now pre-registers six
+# (k, μ) pairs — dynamic sampling k lowers ρ, μ raises it — whose runs have not landed yet: the
+# snapshot shown is the earlier μ-only grid, on which both tests refuse.
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | gpu

@@ -89,6 +89,7 @@ def test_structured_nulls_map_claims_and_accept_worlds_of_their_own():
         "fixed-optimum", "fixed-optimum-edge", "compute-shift-rising", "compute-shift-peaked"
     ]  # fmt: skip
     assert nulls_for("bestk.best_hard") == ["one-mapping"]
+    assert nulls_for("rho.rule_above_model") == ["rho-low-edge"]
     assert all(set(n.claims) <= set(CLAIMS) for n in STRUCTURED_NULLS.values())
     # a null that brings its own design (as isolab.verdicts.rho_optimum's do)
     own = planned_setting("n-vs-bp")

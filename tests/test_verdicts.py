@@ -51,7 +51,8 @@ def test_the_call_needs_significance_and_reads_the_sign():
         ("nvsbp.more_n_with_steps", 24),  # planned: the fixed-B pairs of nstar's grid
         ("healthy.kl_entropy_easy", 24),  # paired by seed, 24 seeds per arm: power 100%
         ("healthy.lr_sqrt", 20),  # cell means per batch, paired by seed, 12 seeds: power 100%
-        ("rho.rule_above_model", 20),  # slopes in ρ per group, HC3, 11 seeds: power 99%
+        ("rho.rule_above_model", 27),  # ρ* on the simulated (k, μ) design: power ≈ 100%
+        ("rho.learning_to_search", 27),  # the same on ln(C_learning / C_search)
         ("size.best_n_depends", 20),  # an IsoFLOP grid (k-th evaluations aligned): power 92%
     ],
 )

@@ -13,6 +13,7 @@ from typing import Any
 
 import polars as pl
 
+from isolab.paths import shown
 from isolab.study.analyses import Report
 from isolab.study.registry import (
     Study,
@@ -101,9 +102,9 @@ def _check_snapshot(snap: Path, meta: dict, study: Study, scale: str, sweep: str
         logger.warning(
             "%s holds %d runs the spec %s no longer plans and lacks %d it plans: showing the "
             "snapshot; pass rerun=True (isolab study run --rerun) to run the missing points",
-            snap,
+            shown(snap),
             len(saved - planned),
-            spec_path(study, scale, sweep),
+            shown(spec_path(study, scale, sweep)),
             len(planned - saved),
         )
 

@@ -18,11 +18,13 @@ import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 import polars as pl
 
 from isolab.verdicts import effects as fx
+from isolab.verdicts import rho_optimum as ro
 from isolab.verdicts.claims import CLAIMS, verdict
 from isolab.verdicts.fixed_batch import BP_MARGIN
 from isolab.verdicts.noise import noise_model, seed_share
@@ -47,12 +49,18 @@ class Plant:
             effects`).
         null_add: the same for the claim's own null world (default: nothing added; for an
             equivalence claim, the effect at its margin).
+        world: (seed) → one simulated study with the effect, for a claim whose test needs a
+            design its committed runs do not have (the rho claims: `isolab.verdicts.
+            rho_optimum.study_world`); `add` and `null_add` are then unused.
+        null_world: the same for the claim's own null.
     """
 
     size: float
     describe: str
-    add: fx.Effect
+    add: fx.Effect = fx.nothing
     null_add: fx.Effect | None = None
+    world: Callable[[int], Data] | None = None
+    null_world: Callable[[int], Data] | None = None
 
 
 @dataclass(frozen=True)
@@ -230,9 +238,18 @@ PLANTS: dict[str, Plant] = {
         add=fx.mechanism("hard", EVAL_BEST, 2.0),
     ),
     "rho.rule_above_model": Plant(
-        size=0.03,
-        describe="per +0.1 of ρ, rule-based avg@4 gains 0.03 more than model-based",
-        add=fx.rho(0.03),
+        size=ro.PAPER_GAP,
+        describe="ρ* = 0.72 rule-based, 0.44 model-based (Δ logit 1.19), avg@4 concave in "
+        "logit ρ, on the (k, μ) design (null: ρ* = 0.59 for every system)",
+        world=partial(ro.study_world, "paper"),
+        null_world=partial(ro.study_world, "rho-null"),
+    ),
+    "rho.learning_to_search": Plant(
+        size=ro.PAPER_GAP,
+        describe="the paper's 1.19 gap on ln(C_learning / C_search) (null: every system "
+        "responds alike to k and μ, the knob null)",
+        world=partial(ro.study_world, "preference"),
+        null_world=partial(ro.study_world, "knob-null"),
     ),
     "rho.race_same_regime": Plant(
         size=1.0,
@@ -283,11 +300,11 @@ STRUCTURED_NULLS: dict[str, StructuredNull] = {
         _BESTK,
         fx.mechanism(None, None, 0.0),
     ),
-    "same-mu-response": StructuredNull(
-        "every reward system responds alike to the update passes μ (avg@4 − 0.03·frac·(log2 μ "
-        "− 1)²)",
-        ("rho.rule_above_model",),
-        fx.same_mu_response(),
+    "rho-low-edge": StructuredNull(
+        "every reward system best below the grid's lowest ρ (ρ* = 0.018): a monotone response, "
+        "no optimum to locate (what the committed μ-only runs show)",
+        ("rho.rule_above_model", "rho.learning_to_search"),
+        world=partial(ro.study_world, "low-edge"),
     ),
 }
 
@@ -360,6 +377,11 @@ def calibrate(
         add = s.add
     else:
         plant = PLANTS[claim_id]
+        own = plant.world if planted else plant.null_world
+        if own is not None:
+            for k in range(sims):
+                calls[verdict(claim, claim.run(own(seed + k))).call] += 1
+            return calls
         add = plant.add if planted else plant.null_add
     setting = _setting(data, shared_seeds)
     for k in range(sims):

@@ -21,13 +21,14 @@ from isolab.verdicts import (
     fixed_batch,
     mechanism,
     race,
+    rho_optimum,
     saturation,
     slopes,
     vertex,
 )
 from isolab.verdicts.result import ALPHA, CI_LEVEL, StatResult, t_quantile
 from isolab.verdicts.verdict import Call, Verdict, decide
-from isolab.vocab import EVAL_AVG, EVAL_BEST, EVAL_WORST, MODEL_BASED, RHO, ROLLOUTS, RULE_BASED
+from isolab.vocab import EVAL_AVG, EVAL_BEST, EVAL_WORST, ROLLOUTS
 
 Y = EVAL_AVG
 X = ROLLOUTS
@@ -207,9 +208,11 @@ def _mechanism(split: str, metric: str) -> Callable[[Data], StatResult]:
 
 
 def _rho_rule_vs_model(data: Data) -> StatResult:
-    return slopes.slope_difference(
-        data["full"], Y, RHO, "reward", RULE_BASED, MODEL_BASED, scale=10.0
-    )
+    return rho_optimum.rho_optimum_difference(data["full"], Y)
+
+
+def _learning_to_search(data: Data) -> StatResult:
+    return rho_optimum.learning_to_search(data["full"], Y)
 
 
 def _race(data: Data) -> StatResult:
@@ -333,8 +336,19 @@ CLAIMS: dict[str, Claim] = {
             "(ρ* ≈ 0.72 vs ≈ 0.44)",
             split=None,
             expected="> 0",
-            unit="avg@4 per +0.1 of ρ, rule-based − model-based",
+            unit="logit ρ*, rule-based − model-based (the paper's: 1.19)",
             run=_rho_rule_vs_model,
+        ),
+        Claim(
+            id="rho.learning_to_search",
+            study="reward-rho",
+            text="the ρ* gap is more than the reward model's FLOPs: rule-based systems want more "
+            "learning per search FLOP (isolab's split of the paper's gap; the paper does not "
+            "state it)",
+            split=None,
+            expected="> 0",
+            unit="ln(C_learning / C_search)*, rule-based − model-based",
+            run=_learning_to_search,
         ),
         Claim(
             id="rho.race_same_regime",

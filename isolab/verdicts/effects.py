@@ -19,7 +19,7 @@ import polars as pl
 from isolab.table import as_float
 from isolab.verdicts.noise import _beta_concentration
 from isolab.verdicts.planned import Mapping
-from isolab.vocab import EVAL_AVG, EVAL_BEST, EVAL_WORST, MODEL_BASED, RHO, ROLLOUTS, RULE_BASED
+from isolab.vocab import EVAL_AVG, EVAL_BEST, EVAL_WORST, RHO, ROLLOUTS, RULE_BASED
 
 Effect = Callable[[str, pl.DataFrame], dict[str, np.ndarray]]
 
@@ -274,18 +274,6 @@ def optimum_by_split(
     return add
 
 
-def rho(size: float) -> Effect:
-    def add(_: str, df: pl.DataFrame) -> dict[str, np.ndarray]:
-        r = df[RHO].fill_null(0.0).to_numpy().astype(float)
-        rule = df["reward"].is_in(list(RULE_BASED)).to_numpy()
-        model = df["reward"].is_in(list(MODEL_BASED)).to_numpy()
-        centred = r - np.array([r[df["reward"].to_numpy() == g].mean() for g in df["reward"]])
-        slope = np.where(rule, size / 2, np.where(model, -size / 2, 0.0))
-        return {EVAL_AVG: slope * centred * 10 * frac(df)}
-
-    return add
-
-
 def race(curvature: float) -> Effect:
     """Concave reward in ρ, peaking far from the regime threshold 0.5: at 0.9 for rule-based
     systems, at 0.1 for model-based ones."""
@@ -294,20 +282,6 @@ def race(curvature: float) -> Effect:
         r = df[RHO].fill_null(0.5).to_numpy().astype(float)
         peak = np.where(df["reward"].is_in(list(RULE_BASED)).to_numpy(), 0.9, 0.1)
         return {EVAL_AVG: -curvature * (r - peak) ** 2 * frac(df)}
-
-    return add
-
-
-def same_mu_response(curvature: float = 0.03, best_mu: float = 2.0) -> Effect:
-    """The structured null of the reward-system claims: every reward system responds alike to
-    the update passes μ (`num_iterations`), avg@4 − `curvature`·frac·(log2 μ − log2
-    `best_mu`)², whatever its reward model costs; systems differ only in where their μ puts ρ."""
-
-    def add(_: str, df: pl.DataFrame) -> dict[str, np.ndarray]:
-        if "num_iterations" not in df.columns:
-            return {}
-        mu = log2_of(df, "num_iterations")
-        return {EVAL_AVG: -curvature * (mu - np.log2(best_mu)) ** 2 * frac(df)}
 
     return add
 

@@ -465,12 +465,39 @@ class Calibration:
 #: - `knob-null`: the same response to the knobs for every system, C_learning / C_search* =
 #:   2.57 (ρ* = 0.72 for a rule-based system): the null of `learning_to_search`. Its ρ* are
 #:   0.72 and, by the reward model's FLOPs alone, ≈ 0.48 for model-based systems.
+#: - `preference`: the paper's logit gap (1.19) on ln(C_learning / C_search) instead, so that
+#:   model-based systems want less learning per search FLOP beyond their reward model's bill:
+#:   the planted world of `learning_to_search`;
+#: - `low-edge`: every system best below the grid (ρ* = 0.018, logit −4), a monotone response
+#:   on every run (curvature 0.01, level 0.7): no optimum to locate, the regime in which the
+#:   earlier test of slopes in raw ρ called a difference (runs/reward-rho/cpu/full peaks at
+#:   μ = 1, its lowest ρ, for every system). Both tests must refuse it.
 _MID = (logit(PAPER_RHO_RULE) + logit(PAPER_RHO_MODEL)) / 2
+PAPER_GAP = logit(PAPER_RHO_RULE) - logit(PAPER_RHO_MODEL)
 WORLDS: dict[str, tuple[Axis, float, float]] = {
     "paper": ("logit_rho", logit(PAPER_RHO_RULE), logit(PAPER_RHO_MODEL)),
     "rho-null": ("logit_rho", _MID, _MID),
     "knob-null": ("learning_to_search", logit(PAPER_RHO_RULE), logit(PAPER_RHO_RULE)),
+    "preference": (
+        "learning_to_search",
+        logit(PAPER_RHO_RULE),
+        logit(PAPER_RHO_RULE) - PAPER_GAP,
+    ),
+    "low-edge": ("logit_rho", -4.0, -4.0),
 }
+#: A world's own response, where it is not the default: (curvature, level) of `rho_world`.
+RESPONSE: dict[str, tuple[float, float]] = {"low-edge": (0.01, 0.7)}
+
+
+def _response(world: str, curvature: float | None = None) -> tuple[float, float]:
+    """(curvature, level) of `world`'s response; `curvature` overrides the world's."""
+    own, level = RESPONSE.get(world, (CURVATURE, 0.4))
+    return (own if curvature is None else curvature), level
+
+
+#: Worlds with an effect (the rest are nulls): drawn `planted_worlds` times by
+#: `calibration_table`.
+PLANTED = ("paper", "preference")
 TESTS: dict[Axis, Callable[[pl.DataFrame], StatResult]] = {
     "logit_rho": rho_optimum_difference,
     "learning_to_search": learning_to_search,
@@ -484,15 +511,16 @@ def calibrate_rho(
     test: Axis = "logit_rho",
     design: pl.DataFrame | None = None,
     seed: int = 0,
-    **response,
+    curvature: float | None = None,
 ) -> Calibration:
     """The test on axis `test` (`TESTS`) over `worlds` draws of the world `world` (`WORLDS`,
-    drawn by `rho_world` with the keyword arguments `response`: curvature, noise…) on `design`
+    drawn by `rho_world` with the world's `RESPONSE`, or `curvature`) on `design`
     (default: `simulate_rho_design()`, the pre-registered 6 systems × 6 (k, μ) × 4 seeds).
     Interval coverage is counted where the world's axis is the test's own (the planted Δ is
     then vertex_rule − vertex_model). For the tests (hundreds of worlds) and the benchmark
     (`calibration_table`, thousands)."""
     axis, v_rule, v_model = WORLDS[world]
+    curvature, level = _response(world, curvature)
     design = simulate_rho_design() if design is None else design
     fn = TESTS[test]
     own = axis == test
@@ -501,7 +529,15 @@ def calibrate_rho(
     refused = tested = covered = 0
     vertex_covered = dict.fromkeys(_LABELS, 0)
     for _ in range(worlds):
-        df = rho_world(design, rng, vertex_rule=v_rule, vertex_model=v_model, axis=axis, **response)
+        df = rho_world(
+            design,
+            rng,
+            vertex_rule=v_rule,
+            vertex_model=v_model,
+            axis=axis,
+            curvature=curvature,
+            level=level,
+        )
         result = fn(df)
         calls[decide(result.estimate, result.p_value, "> 0")] += 1
         if not result.ran:
@@ -519,17 +555,21 @@ def calibrate_rho(
 
 
 def calibration_table(
-    null_worlds: int = 2000, planted_worlds: int = 1000, seed: int = 0, **response
+    null_worlds: int = 2000,
+    planted_worlds: int = 1000,
+    seed: int = 0,
+    curvature: float | None = None,
 ) -> pl.DataFrame:
     """Both tests in every world of `WORLDS` (`null_worlds` draws of a null, `planted_worlds`
     of `paper`): calls, the called share with its one-sided 95% Clopper–Pearson bound, the
-    share called with the paper's sign, gate refusals and interval coverage. What
+    share called with the paper's sign, gate refusals and interval coverage (`PLANTED` worlds
+    get `planted_worlds` draws, the nulls `null_worlds`). What
     `benchmarks/verdict_calibration.py` prints for the (k, μ) design; ≈ 6 ms a world."""
     rows = []
     for i, world in enumerate(WORLDS):
         for test in TESTS:
-            n = planted_worlds if world == "paper" else null_worlds
-            c = calibrate_rho(n, world=world, test=test, seed=seed + 1000 * i, **response)
+            n = planted_worlds if world in PLANTED else null_worlds
+            c = calibrate_rho(n, world=world, test=test, seed=seed + 1000 * i, curvature=curvature)
             rows.append(
                 {
                     "world": world,
@@ -544,3 +584,25 @@ def calibration_table(
                 }
             )
     return pl.DataFrame(rows)
+
+
+def study_world(
+    world: str, seed: int, design: pl.DataFrame | None = None
+) -> dict[str, pl.DataFrame]:
+    """One simulated reward-rho study in `world` (`WORLDS`, with its `RESPONSE`): the `full`
+    sweep on `design` (default: the pre-registered (k, μ) design), drawn with `seed`. What
+    `isolab.verdicts.calibration` runs a claim's own test on for the rho claims, whose
+    committed runs (μ alone) do not have the design the test needs."""
+    axis, v_rule, v_model = WORLDS[world]
+    curvature, level = _response(world)
+    design = simulate_rho_design() if design is None else design
+    df = rho_world(
+        design,
+        np.random.default_rng(seed),
+        vertex_rule=v_rule,
+        vertex_model=v_model,
+        axis=axis,
+        curvature=curvature,
+        level=level,
+    )
+    return {"full": df}
