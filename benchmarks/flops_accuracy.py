@@ -17,9 +17,15 @@ Architectures (random weights, eager attention: `FlopCounterMode` does not see C
   head dim 64, intermediate 1536, vocab 49152, tied embeddings), grouped-query attention;
 - `qwen2.5-0.5b/4L`: Qwen2.5-0.5B's block (hidden 896, 14 heads / 2 KV heads, head dim 64,
   intermediate 4864, q/k/v biases, tied embeddings) with 4 of its 24 layers and a 32k vocab
-  (shrunk for CPU speed; the shape class — GQA 7:1, head dim 64, qkv bias, tying — is kept).
+  (shrunk for CPU speed; the shape class — GQA 7:1, head dim 64, qkv bias, tying — is kept);
+- `qwen1.5-moe-a2.7b/2L`: Qwen1.5-MoE-A2.7B's sparse block (hidden 2048, 16 heads, head dim
+  128, q/k/v biases, experts of width 1408 with top-4 routing, a shared expert of width 5632
+  and its sigmoid gate) with 2 of its 24 layers, 8 of its 60 experts and a 32k vocab;
+- `mixtral-8x7b/2L`: Mixtral-8x7B's block at a quarter width (hidden 1024, intermediate 3584,
+  8 heads / 2 KV heads, head dim 128, 8 experts, top-2, no shared expert), 2 of 32 layers.
 
-Each is run with full fine-tuning and LoRA (r = 8 on q, k, v, o), for a step with β = 0 and
+Mixtures of experts run transformers 5's default experts implementation, `grouped_mm`, as
+isolab's models do. Each is run with full fine-tuning and LoRA (r = 8 on q, k, v, o), for a step with β = 0 and
 one update pass, and a step with β = 0.04 and num_iterations = 2. Rollouts have several prompt
 and completion lengths; each (prompt, completion) bucket is its own unpadded batch, so the
 per-sequence lengths given to the formulas are exactly what runs. Two extra rows per model:
@@ -28,16 +34,20 @@ with gradient checkpointing (hardware FLOPs).
 
 `FlopCounterMode` misses in-place `addmm_`, which TRL's fused LM-head backward uses to
 accumulate its gradient GEMMs (everywhere but CUDA bf16/fp16); the count below registers it
-like `addmm`. `tests/test_flops.py` runs the same comparison on two tiny models, with LoRA on
-q,k,v,o, on q,v only (PEFT's Llama default) and on all linear layers.
+like `addmm`. It has no formula for `aten._grouped_mm` (the `grouped_mm` experts, forward and
+both gradients) either; one is registered too. `tests/test_flops.py` runs the same comparison
+on tiny models, with LoRA on q,k,v,o, on q,v only (PEFT's Llama default) and on all linear
+layers (dense models only), and `tests/test_flops_families.py` on eleven families.
 
-Run: `.venv/bin/python benchmarks/flops_accuracy.py [--arch tiny-llama ...]` (≈ 3 min on 2 cores).
+Run: `.venv/bin/python benchmarks/flops_accuracy.py [--arch tiny-llama ...]` (≈ 3 min on 2 cores
+for the dense archs, ≈ 4 min more for the mixtures of experts).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -58,18 +68,34 @@ def _addmm_flop(self_shape, a_shape, b_shape, *args, out_shape=None, **kwargs) -
     return 2 * a_shape[0] * a_shape[1] * b_shape[1]
 
 
+def _grouped_mm_flop(a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
+    """`aten._grouped_mm`, transformers' `grouped_mm` experts: `2·M·K·N` summed over groups.
+
+    Offsets split one operand's rows (2D × 3D forward, 3D × 2D) or the shared dimension (2D × 2D,
+    the weight gradient) among the experts; every row lies in some group (no expert-parallel
+    sentinels here), so the groups together cost one product of the full 2D operand.
+    """
+    if len(a_shape) == 2 and len(b_shape) == 2:
+        return 2 * a_shape[0] * a_shape[1] * b_shape[1]
+    return 2 * math.prod(out_shape) * a_shape[-1]
+
+
+FLOP_FORMULAS_MISSING = {
+    torch.ops.aten.addmm_: _addmm_flop,
+    torch.ops.aten._grouped_mm: _grouped_mm_flop,
+}
+
+
 def count_flops(fn: Callable[[], object]) -> tuple[int, object]:
-    """Run `fn` under `FlopCounterMode` (plus in-place addmm); return (FLOPs, result)."""
-    with FlopCounterMode(
-        display=False, custom_mapping={torch.ops.aten.addmm_: _addmm_flop}
-    ) as counter:
+    """Run `fn` under `FlopCounterMode` (plus in-place addmm, grouped mm); return (FLOPs, result)."""
+    with FlopCounterMode(display=False, custom_mapping=FLOP_FORMULAS_MISSING) as counter:
         out = fn()
     return counter.get_total_flops(), out
 
 
 # ---- architectures --------------------------------------------------------------------------
 def arch_configs() -> dict[str, object]:
-    from transformers import LlamaConfig, Qwen2Config
+    from transformers import LlamaConfig, MixtralConfig, Qwen2Config, Qwen2MoeConfig
 
     common = dict(
         pad_token_id=PAD,
@@ -107,6 +133,32 @@ def arch_configs() -> dict[str, object]:
             num_key_value_heads=2,
             vocab_size=32768,
             tie_word_embeddings=True,
+            **common,
+        ),
+        "qwen1.5-moe-a2.7b/2L": Qwen2MoeConfig(
+            hidden_size=2048,
+            intermediate_size=5632,
+            moe_intermediate_size=1408,
+            shared_expert_intermediate_size=5632,
+            num_experts=8,
+            num_experts_per_tok=4,
+            num_hidden_layers=2,
+            num_attention_heads=16,
+            num_key_value_heads=16,
+            vocab_size=32768,
+            tie_word_embeddings=False,
+            **common,
+        ),
+        "mixtral-8x7b/2L": MixtralConfig(
+            hidden_size=1024,
+            intermediate_size=3584,
+            num_local_experts=8,
+            num_experts_per_tok=2,
+            num_hidden_layers=2,
+            num_attention_heads=8,
+            num_key_value_heads=2,
+            vocab_size=32000,
+            tie_word_embeddings=False,
             **common,
         ),
     }
@@ -429,11 +481,11 @@ def compare_arch(
 
 
 def format_table(rows: list[Row]) -> str:
-    head = f"{'arch':<16} {'mode':<8} {'step':<14} {'component':<24} {'formula':>12} {'measured':>12} {'rel.err':>9}"
+    head = f"{'arch':<20} {'mode':<8} {'step':<14} {'component':<24} {'formula':>12} {'measured':>12} {'rel.err':>9}"
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(
-            f"{r.arch:<16} {r.mode:<8} {r.scenario:<14} {r.component:<24} "
+            f"{r.arch:<20} {r.mode:<8} {r.scenario:<14} {r.component:<24} "
             f"{r.formula:>12.4e} {r.measured:>12.4e} {r.rel_err:>9.2e}"
         )
     return "\n".join(lines)
@@ -442,13 +494,13 @@ def format_table(rows: list[Row]) -> str:
 def format_summary(rows: list[Row]) -> str:
     archs = list(dict.fromkeys(r.arch for r in rows))
     components = list(dict.fromkeys(r.component for r in rows))
-    head = f"{'max rel. error':<24}" + "".join(f"{a:>18}" for a in archs)
+    head = f"{'max rel. error':<24}" + "".join(f"{a:>22}" for a in archs)
     lines = [head, "-" * len(head)]
     for comp in components:
         cells = []
         for a in archs:
             errs = [r.rel_err for r in rows if r.arch == a and r.component == comp]
-            cells.append(f"{max(errs):>18.2e}" if errs else f"{'-':>18}")
+            cells.append(f"{max(errs):>22.2e}" if errs else f"{'-':>22}")
         lines.append(f"{comp:<24}" + "".join(cells))
     return "\n".join(lines)
 

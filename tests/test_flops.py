@@ -1,7 +1,10 @@
 """FLOP formulas against `torch.utils.flop_counter.FlopCounterMode` around the real calls.
 
-The comparison is `benchmarks/flops_accuracy.py`'s, on two tiny models: a Llama with full
-multi-head attention and a Qwen2 with grouped-query attention, q/k/v biases and tied embeddings.
+The comparison is `benchmarks/flops_accuracy.py`'s, on tiny models: a Llama with full
+multi-head attention, a Qwen2 with grouped-query attention, q/k/v biases and tied embeddings,
+and two mixtures of experts under transformers' default `grouped_mm` experts: a Qwen2-MoE (a
+dense block then a sparse one with a shared expert and its gate) and a Mixtral (4 experts,
+top-2). `tests/test_flops_families.py` covers more families, without LoRA.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import tiny_llama
-from transformers import Qwen2Config
+from transformers import MixtralConfig, Qwen2Config, Qwen2MoeConfig
 
 from isolab.compute.flops import (
     forward_flops,
@@ -21,7 +24,7 @@ from isolab.compute.flops import (
     reward_model_flops,
     training_flops,
 )
-from isolab.compute.shapes import LoraSpec, lora_targets, model_shape
+from isolab.compute.shapes import LoraSpec, MoeShape, lora_targets, model_shape
 
 BENCH_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "flops_accuracy.py"
 
@@ -60,6 +63,26 @@ TINY = {
         **COMMON,
     ),
 }
+MOE_COMMON = dict(
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=48,
+    num_experts_per_tok=2,
+    **COMMON,
+)
+MOE = {
+    "qwen2-moe": Qwen2MoeConfig(
+        intermediate_size=96,
+        moe_intermediate_size=32,
+        shared_expert_intermediate_size=48,
+        num_experts=4,
+        mlp_only_layers=[0],
+        **MOE_COMMON,
+    ),
+    "mixtral": MixtralConfig(intermediate_size=32, num_local_experts=4, **MOE_COMMON),
+}
 BUCKETS = ((5, 4, 2), (9, 6, 1))  # (prompt, completion, rollouts)
 
 
@@ -71,13 +94,19 @@ LORA_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(LORA_CASES))
-@pytest.mark.parametrize("arch", list(TINY))
+# LoRA on a mixture of experts is counted on attention projections only.
+CASES = [(arch, case) for arch in TINY for case in LORA_CASES] + [
+    (arch, case) for arch in MOE for case in ("full", "lora-qkvo")
+]
+
+
+@pytest.mark.parametrize(("arch", "case"), CASES)
 def test_every_component_matches_flop_counter(bench, arch, case):
     """Generation, update (CPU and CUDA head paths, gradient checkpointing), reference and
     old-policy forwards, reward model, and the ledger's step totals for β = 0 and β > 0."""
     rank, targets = LORA_CASES[case]
-    rows = bench.compare_arch(arch, TINY[arch], rank, buckets=BUCKETS, lora_targets=targets)
+    config = (TINY | MOE)[arch]
+    rows = bench.compare_arch(arch, config, rank, buckets=BUCKETS, lora_targets=targets)
     components = {r.component for r in rows}
     assert {
         "search: generate",
@@ -86,7 +115,7 @@ def test_every_component_matches_flop_counter(bench, arch, case):
         "reward model fwd",
     } <= components
     assert {r.scenario for r in rows} >= {"β=0, μ=1", "β=0.04, μ=2"}
-    bad = [r for r in rows if r.rel_err > 0.02]
+    bad = [r for r in rows if r.formula != r.measured]  # integers on both sides: equal
     assert not bad, "\n" + bench.format_table(bad)
 
 
@@ -97,6 +126,39 @@ def test_model_shape_reads_gqa_head_dim_and_tying():
     assert shape.linears()["k"] == (64, 32)
     explicit = tiny_llama(num_attention_heads=2, head_dim=48, num_hidden_layers=1)
     assert model_shape(explicit).q_dim == 96
+
+
+def test_model_shape_reads_experts_and_sparse_layers():
+    qwen = model_shape(MOE["qwen2-moe"])
+    assert qwen.moe == MoeShape(
+        experts=4,
+        top_k=2,
+        expert_intermediate=32,
+        shared_intermediate=48,
+        shared_expert_gate=True,
+        sparse_layers=frozenset({1}),
+    )
+    assert (qwen.is_sparse(0), qwen.is_sparse(1)) == (False, True)
+    assert qwen.linears()["up"] == (64, 96)  # the dense block's MLP
+    sparse = qwen.linears(sparse=True)
+    assert sparse["router"] == (64, 4) and sparse["experts_down"] == (2 * 32, 64)
+    assert sparse["shared_up"] == (64, 48) and sparse["shared_expert_gate"] == (64, 1)
+    mixtral = model_shape(MOE["mixtral"])
+    assert mixtral.moe is not None and mixtral.moe.sparse_layers == {0, 1}
+    assert mixtral.moe.expert_intermediate == 32 and not mixtral.moe.shared_intermediate
+    assert "shared_expert_gate" not in mixtral.linears(sparse=True)
+    every_other = Qwen2MoeConfig(num_hidden_layers=4, decoder_sparse_step=2, num_experts=4)
+    assert model_shape(every_other).moe.sparse_layers == {1, 3}
+    assert model_shape(TINY["llama-mha"]).moe is None
+
+
+def test_lora_on_experts_is_refused():
+    shape = model_shape(MOE["mixtral"])
+    assert lora_targets(shape, LoraSpec(r=4)) == {"q", "k", "v", "o"}
+    with pytest.raises(ValueError, match="attention projections only"):
+        lora_targets(shape, LoraSpec(r=4, target_modules=("q_proj", "gate_proj")))
+    with pytest.raises(ValueError, match="all-linear"):
+        lora_targets(shape, LoraSpec(r=4, target_modules="all-linear"))
 
 
 def test_lora_targets_accept_peft_names_and_reject_others():

@@ -28,14 +28,27 @@ formula here is verified by ``benchmarks/flops_accuracy.py``):
   attention and ``FlopCounterMode``'s SDPA formula both count the dense ``q × k`` block, so no
   causal halving is applied.
 
+Mixtures of experts (``ModelShape.moe``): a sparse block costs, per token, its router
+(``h → experts``), the ``top_k`` experts it is routed to, and the shared expert and its gate if
+any; which experts a token picks does not change the count, and nothing is dropped. That is
+what transformers 5 runs in each of its experts implementations: ``grouped_mm`` (the default,
+which isolab's models use for training and prefill; one grouped GEMM over the tokens sorted by
+expert), ``batched_mm`` (which ``generate`` switches to for decoding off CPU; one ``bmm`` row
+per token and expert) and ``eager`` (a loop over the experts that were hit). None computes an
+expert for a token not routed to it. The routing softmax and top-k are not matmuls and count 0.
+``FlopCounterMode`` has no formula for ``aten._grouped_mm``; the benchmark registers one.
+
 Counts are exact Python integers. Pass the real per-sequence lengths to get model FLOPs that do
 not depend on padding (what vLLM computes); pass padded lengths to reproduce a padded batch.
-Verified on Llama (multi-head, and grouped-query in SmolLM2-135M's shape) and Qwen2 (q/k/v
-biases, tied embeddings) blocks: gated MLP, separate q/k/v/o projections. Configs of other
-decoder-only families with the standard ``hidden_size`` / ``num_hidden_layers`` /
-``num_attention_heads`` / ``num_key_value_heads`` / ``head_dim`` / ``intermediate_size`` /
-``vocab_size`` fields are read the same way (``isolab.compute.shapes``); plain (ungated) MLPs
-are supported but unverified.
+Equal to the measured count, FLOP for FLOP, on Llama (multi-head, and grouped-query in
+SmolLM2-135M's shape), Qwen2 (q/k/v biases, tied embeddings), Mistral, Qwen3, Gemma2, Phi3
+(fused q/k/v and gate/up: the same products), OLMo2, GPT-NeoX (parallel attention, plain MLP),
+Granite, and the mixtures of experts Qwen2-MoE (shared expert and its gate, dense and sparse
+blocks mixed) and Mixtral (``tests/test_flops_families.py``). Configs of other decoder-only
+families with the standard ``hidden_size`` / ``num_hidden_layers`` / ``num_attention_heads`` /
+``num_key_value_heads`` / ``head_dim`` / ``intermediate_size`` / ``vocab_size`` fields are read
+the same way (``isolab.compute.shapes``). Sliding-window attention is counted at full context:
+exact while sequences fit in the window (4096 tokens in Mistral-7B-v0.1 and Gemma2).
 """
 
 from __future__ import annotations
@@ -68,25 +81,43 @@ def _paired(
 
 # ---- building blocks (per sequence) -------------------------------------------------------
 @functools.lru_cache(maxsize=128)  # called once per sequence by the ledger: keep it O(1)
-def linear_flops_per_token(shape: ModelShape) -> int:
+def linear_flops_per_token(shape: ModelShape, sparse: bool = False) -> int:
     """Forward FLOPs of one block's weight matrices for one token: ``2 · Σ in·out``.
 
     The "2N per token" rule (Kaplan et al. 2020, §2.1): each weight is one multiply-accumulate
-    per token.
+    per token. In a sparse block (``sparse``) N is what the token runs through: router,
+    ``top_k`` routed experts, shared expert and its gate (``ModelShape.linears``); more
+    experts add parameters, not FLOPs per token (Fedus et al. 2022, Switch Transformers).
     """
-    return 2 * sum(i * o for i, o in shape.linears().values())
+    return 2 * sum(i * o for i, o in shape.linears(sparse).values())
+
+
+@functools.lru_cache(maxsize=128)
+def blocks_linear_flops_per_token(shape: ModelShape) -> int:
+    """Forward FLOPs of all blocks' weight matrices for one token: dense and sparse blocks summed."""
+    return sum(
+        linear_flops_per_token(shape, shape.is_sparse(layer)) for layer in range(shape.layers)
+    )
 
 
 def adapter_flops_per_token(shape: ModelShape, lora: Any | None) -> int:
     """Forward FLOPs of one block's LoRA adapters for one token: ``2 · r · Σ (in + out)``.
 
     An adapter ``B·A`` on an ``in → out`` projection is two matmuls, ``in → r`` then ``r → out``
-    (Hu et al. 2021, LoRA), so ``r·(in + out)`` multiply-accumulates per token.
+    (Hu et al. 2021, LoRA), so ``r·(in + out)`` multiply-accumulates per token. The same in
+    every block: a mixture of experts is adapted on attention projections only.
     """
     if lora is None:
         return 0
     linears = shape.linears()
     return 2 * lora.r * sum(sum(linears[m]) for m in lora_targets(shape, lora))
+
+
+def _token_flops(shape: ModelShape, lora: Any | None) -> int:
+    """Forward FLOPs of all blocks' weights and adapters for one token."""
+    return blocks_linear_flops_per_token(shape) + shape.layers * adapter_flops_per_token(
+        shape, lora
+    )
 
 
 def attention_flops(shape: ModelShape, queries: int, keys: int) -> int:
@@ -102,10 +133,11 @@ def attention_flops(shape: ModelShape, queries: int, keys: int) -> int:
 def backbone_forward_flops(shape: ModelShape, seq_len: int, lora: Any | None = None) -> int:
     """Forward FLOPs of all decoder blocks on one sequence of ``seq_len`` tokens, no cache.
 
-    ``layers · (seq_len · (2·P_block + adapters) + 4·q_dim·seq_len²)``.
+    ``Σ_blocks seq_len · (2·P_block + adapters) + layers · 4·q_dim·seq_len²``, with ``P_block``
+    a sparse block's active parameters.
     """
-    per_token = linear_flops_per_token(shape) + adapter_flops_per_token(shape, lora)
-    return shape.layers * (seq_len * per_token + attention_flops(shape, seq_len, seq_len))
+    attention = shape.layers * attention_flops(shape, seq_len, seq_len)
+    return seq_len * _token_flops(shape, lora) + attention
 
 
 def lm_head_flops(shape: ModelShape, positions: int) -> int:
@@ -130,9 +162,10 @@ def generation_flops(
     - ``c − 1`` decode steps: step ``j`` feeds completion token ``j`` at position ``p + j − 1``,
       attends over ``p + j`` cached keys, and projects 1 position. The last token is never fed.
 
-    Summing, with ``F = 2·P_block (+ adapters)`` per token and per block::
+    Summing, with ``F = Σ_blocks 2·P_block (+ adapters)`` per token (active parameters in a
+    sparse block)::
 
-        layers · (F·(p + c − 1) + 4·q_dim·(p² + (c − 1)·p + c·(c − 1)/2)) + 2·h·V·c
+        F·(p + c − 1) + layers · 4·q_dim·(p² + (c − 1)·p + c·(c − 1)/2) + 2·h·V·c
 
     That is the per-token ``2N`` of Kaplan et al. (2020, §2.1) plus attention over each
     position's real context (Hoffmann et al. 2022, App. F), as nanochat's
@@ -146,7 +179,7 @@ def generation_flops(
         lora: adapters active during generation (``LoraSpec`` or ``peft.LoraConfig``), if any.
     """
     shape = model_shape(model_config)
-    per_token = linear_flops_per_token(shape) + adapter_flops_per_token(shape, lora)
+    per_token = _token_flops(shape, lora)
     total = 0
     for p, c in _paired(prompt_lens, completion_lens, "prompt_lens", "completion_lens"):
         if c < 1:
@@ -154,7 +187,7 @@ def generation_flops(
                 f"completion length {c}: generation produces at least one token per rollout."
             )
         keys = p * p + (c - 1) * p + c * (c - 1) // 2
-        total += shape.layers * (per_token * (p + c - 1) + attention_flops(shape, 1, keys))
+        total += per_token * (p + c - 1) + shape.layers * attention_flops(shape, 1, keys)
         total += lm_head_flops(shape, c)
     return total
 
@@ -167,9 +200,10 @@ def forward_flops(
 ) -> int:
     """FLOPs of one forward pass (no cache) over whole sequences: log-prob passes without grad.
 
-    Per sequence of ``s`` tokens with ``ℓ`` positions projected through the LM head::
+    Per sequence of ``s`` tokens with ``ℓ`` positions projected through the LM head, with ``F``
+    as in ``generation_flops``::
 
-        layers · (s·F + 4·q_dim·s²) + 2·h·V·ℓ
+        s·F + layers · 4·q_dim·s² + 2·h·V·ℓ
 
     (``2N`` per token, Kaplan et al. 2020 §2.1; attention as in Hoffmann et al. 2022 App. F.)
 
@@ -195,7 +229,12 @@ def forward_flops(
 
 
 def _lora_backward_block(
-    shape: ModelShape, targets: frozenset[str], r: int, seq_len: int, input_grad: bool
+    shape: ModelShape,
+    targets: frozenset[str],
+    r: int,
+    seq_len: int,
+    input_grad: bool,
+    sparse: bool = False,
 ) -> tuple[int, bool]:
     """Backward FLOPs of one block whose base weights are frozen, and whether its output needs grad.
 
@@ -203,8 +242,10 @@ def _lora_backward_block(
     weight gradient for a frozen weight. In the first block the input comes from a frozen
     embedding, so nothing upstream of the first adapter needs a gradient (unless PEFT's
     ``enable_input_require_grads`` is on, which TRL sets under gradient checkpointing).
+    In a sparse block the router, experts, shared expert and its gate all read the residual
+    stream; each ``*down`` matrix reads its own MLP's ``act(gate)·up`` (``ModelShape.linears``).
     """
-    linears = shape.linears()
+    linears = shape.linears(sparse)
     flops_per_token = 0
     requires = {}  # projection → whether its output requires grad
 
@@ -226,14 +267,14 @@ def _lora_backward_block(
     attention = n_grads * attention_flops(shape, seq_len, seq_len) // 2
     linear("o", mixed_grad)
     residual_grad = input_grad or requires["o"]
-    if shape.gated_mlp:
-        linear("gate", residual_grad)
-        linear("up", residual_grad)
-        linear("down", requires["gate"] or requires["up"])
-    else:
-        linear("up", residual_grad)
-        linear("down", requires["up"])
-    out_grad = residual_grad or requires["down"]
+    mlp = [name for name in linears if name not in ("q", "k", "v", "o")]
+    for name in mlp:  # in forward order: an MLP's gate and up come before its down
+        if name.endswith("down"):
+            prefix = name.removesuffix("down")
+            linear(name, requires.get(prefix + "gate", False) or requires[prefix + "up"])
+        else:
+            linear(name, residual_grad)
+    out_grad = residual_grad or any(requires[name] for name in mlp)
     return seq_len * flops_per_token + attention, out_grad
 
 
@@ -267,12 +308,13 @@ def training_flops(
 
     Gradient checkpointing (transformers checkpoints each decoder block) recomputes the blocks'
     forward during backward: hardware FLOPs, as opposed to model FLOPs, in the sense of PaLM's
-    model/hardware FLOPs utilization (Chowdhery et al. 2022). The LM head is not checkpointed. transformers 5 uses PyTorch's non-reentrant
-    checkpoint, whose recomputation stops once the last tensor that backward needs is rebuilt,
-    so each block's final matmul (``down_proj``, or its LoRA ``B`` when adapted), whose output
-    only feeds the residual add, is not recomputed. Under LoRA, checkpointing also turns on the
-    embedding output's ``requires_grad`` (transformers and TRL both do), so the first block's
-    input gradients are formed too.
+    model/hardware FLOPs utilization (Chowdhery et al. 2022). The LM head is not checkpointed.
+    transformers 5 uses PyTorch's non-reentrant checkpoint, whose recomputation stops once the
+    last tensor that backward needs is rebuilt, so a dense block's final matmul (``down_proj``,
+    or its LoRA ``B`` when adapted), whose output only feeds the residual add, is not
+    recomputed; a sparse block is recomputed whole (``_unrecomputed_flops_per_token``). Under
+    LoRA, checkpointing also turns on the embedding output's ``requires_grad`` (transformers and
+    TRL both do), so the first block's input gradients are formed too.
 
     Args:
         model_config: the policy's ``PretrainedConfig``.
@@ -285,6 +327,9 @@ def training_flops(
     """
     shape = model_shape(model_config)
     head_passes = (2 if fused_lm_head else 1) + (1 if lora is None else 0)
+    sparse = [shape.is_sparse(layer) for layer in range(shape.layers)]
+    targets = frozenset() if lora is None else lora_targets(shape, lora)
+    unrecomputed = sum(_unrecomputed_flops_per_token(shape, lora, sp) for sp in sparse)
     total = 0
     for s, ell in _paired(seq_lens, logits_lens, "seq_lens", "logits_lens"):
         if ell > s:
@@ -293,23 +338,29 @@ def training_flops(
         if lora is None:
             backward = 2 * backbone
         else:
-            targets, backward, grad = lora_targets(shape, lora), 0, gradient_checkpointing
-            for _ in range(shape.layers):
-                flops, grad = _lora_backward_block(shape, targets, lora.r, s, grad)
+            backward, grad = 0, gradient_checkpointing
+            for sp in sparse:
+                flops, grad = _lora_backward_block(shape, targets, lora.r, s, grad, sp)
                 backward += flops
         total += backbone + backward + (1 + head_passes) * lm_head_flops(shape, ell)
         if gradient_checkpointing:
-            total += backbone - shape.layers * s * _unrecomputed_flops_per_token(shape, lora)
+            total += backbone - s * unrecomputed
     return total
 
 
-def _unrecomputed_flops_per_token(shape: ModelShape, lora: Any | None) -> int:
+def _unrecomputed_flops_per_token(shape: ModelShape, lora: Any | None, sparse: bool) -> int:
     """Forward FLOPs per token of a block's last matmul, skipped by non-reentrant recomputation.
 
     ``torch.utils.checkpoint(use_reentrant=False)`` stops recomputing after the last saved
-    tensor (PyTorch ≥ 2.1, "early stopping"). The block ends ``h + down(m)`` (+ ``B·A·m`` under
-    LoRA): the output of the final matmul is saved by nothing, so that matmul is not rerun.
+    tensor (PyTorch ≥ 2.1, "early stopping"). A dense block ends ``h + down(m)`` (+ ``B·A·m``
+    under LoRA): the output of the final matmul is saved by nothing, so that matmul is not
+    rerun. A sparse block ends with products that save their inputs: each expert's output
+    times its routing weight (which requires grad through the router), and Qwen2-MoE's shared
+    expert times ``sigmoid(shared_expert_gate(x))`` (sigmoid saves its output), so every
+    matmul of the block is rerun.
     """
+    if sparse:
+        return 0
     if lora is not None and "down" in lora_targets(shape, lora):
         return 2 * lora.r * shape.hidden
     d_in, d_out = shape.linears()["down"]
@@ -322,7 +373,7 @@ def reward_model_flops(reward_model_config: Any, seq_lens: Iterable[int]) -> int
     ``*ForSequenceClassification`` runs the backbone over all ``s`` tokens and its ``score``
     head (``h → num_labels``) on every position before pooling the last one::
 
-        layers · (s·2·P_block + 4·q_dim·s²) + 2·h·num_labels·s
+        s·Σ_blocks 2·P_block + layers · 4·q_dim·s² + 2·h·num_labels·s
 
     A generative judge is a causal LM: count it with ``forward_flops`` / ``generation_flops``.
     """

@@ -1,0 +1,172 @@
+"""Every decoder family's FLOPs against `FlopCounterMode`, around the GRPO calls that run it.
+
+One tiny random model per family: Llama, Qwen2, Mistral, Qwen3, Gemma2, Phi3, OLMo2, GPT-NeoX,
+Granite (dense) and Qwen2-MoE, Mixtral, Qwen3-MoE (mixtures of experts, under each of
+transformers' experts implementations). Each is measured by `benchmarks/flops_accuracy.py`'s helpers: KV-cached
+`generate`, TRL's fused-head log-prob forward (the old-policy pass) and one update (that forward,
+a GRPO loss, backward), and compared with `generation_flops`, `forward_flops` and
+`training_flops`. Counts are integers on both sides, so they must be equal, not close.
+
+What each family adds to the Llama block, and why the count does not change: Qwen2 q/k/v biases
+and tied embeddings (biases are added after the product); Mistral and Gemma2 sliding windows
+wider than the sequences (they bind beyond 4096 tokens); Qwen3 and OLMo2 q/k norms and Qwen3's
+head dim ≠ hidden / heads; Gemma2 softcapped logits, GeLU, sandwich norms; Phi3 fused
+``qkv_proj`` and ``gate_up_proj`` (same products, one matmul each); GPT-NeoX parallel attention
+and MLP, fused ``query_key_value``, a plain (ungated) MLP and partial rotary; Granite's
+embedding, residual, attention and logit multipliers (elementwise). Qwen2-MoE has a shared
+expert and its sigmoid gate; Qwen3-MoE a dense block before a sparse one.
+
+A sliding window narrower than the context does change one count: KV-cached decoding then
+attends over the window only, and `generation_flops` (full context) overcounts it (+0.4% for
+Mistral with a 4-token window on these lengths); the forward and update passes still compute
+the whole masked score matrix. Real windows (4096) are wider than GRPO rollouts here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import (
+    Gemma2Config,
+    GPTNeoXConfig,
+    GraniteConfig,
+    LlamaConfig,
+    MistralConfig,
+    MixtralConfig,
+    Olmo2Config,
+    Phi3Config,
+    PretrainedConfig,
+    Qwen2Config,
+    Qwen2MoeConfig,
+    Qwen3Config,
+    Qwen3MoeConfig,
+)
+
+from isolab.compute.flops import forward_flops, generation_flops, training_flops
+
+BENCH_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "flops_accuracy.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("flops_accuracy", BENCH_PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["flops_accuracy"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    # Tiny matmuls on shared cores: one thread avoids OpenMP contention.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+COMMON = dict(
+    pad_token_id=0,
+    eos_token_id=1,
+    bos_token_id=2,
+    max_position_embeddings=64,
+    vocab_size=40,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+)
+GQA = dict(COMMON, num_key_value_heads=2)
+MOE_BLOCK = dict(num_experts_per_tok=2, num_key_value_heads=2, **COMMON)
+
+# Builders, not configs: `from_config` writes the experts implementation back into its config.
+DENSE: dict[str, Callable[[], PretrainedConfig]] = {
+    "llama": lambda: LlamaConfig(intermediate_size=64, **GQA),
+    "qwen2": lambda: Qwen2Config(intermediate_size=64, tie_word_embeddings=True, **GQA),
+    "mistral": lambda: MistralConfig(intermediate_size=64, sliding_window=32, **GQA),
+    "qwen3": lambda: Qwen3Config(intermediate_size=64, head_dim=16, **GQA),
+    "gemma2": lambda: Gemma2Config(
+        intermediate_size=64, head_dim=16, query_pre_attn_scalar=16, sliding_window=32, **GQA
+    ),
+    "phi3": lambda: Phi3Config(intermediate_size=64, **GQA),
+    "olmo2": lambda: Olmo2Config(intermediate_size=64, **GQA),
+    "gpt-neox": lambda: GPTNeoXConfig(intermediate_size=128, **COMMON),
+    "granite": lambda: GraniteConfig(
+        intermediate_size=64,
+        embedding_multiplier=12.0,
+        residual_multiplier=0.22,
+        attention_multiplier=0.0625,
+        logits_scaling=8.0,
+        **GQA,
+    ),
+}
+MOE: dict[str, Callable[..., PretrainedConfig]] = {
+    "qwen2-moe": lambda **kw: Qwen2MoeConfig(
+        intermediate_size=64,
+        moe_intermediate_size=16,
+        shared_expert_intermediate_size=48,
+        num_experts=4,
+        **MOE_BLOCK,
+        **kw,
+    ),
+    "mixtral": lambda **kw: MixtralConfig(
+        intermediate_size=16, num_local_experts=4, **MOE_BLOCK, **kw
+    ),
+    "qwen3-moe": lambda **kw: Qwen3MoeConfig(
+        intermediate_size=64,
+        moe_intermediate_size=16,
+        num_experts=4,
+        decoder_sparse_step=2,
+        head_dim=16,
+        **MOE_BLOCK,
+        **kw,
+    ),
+}
+# transformers 5 runs experts with `grouped_mm` by default, `generate` switches to `batched_mm`
+# for decoding off CPU; `eager` loops over experts. All three compute each token's k experts only.
+EXPERTS_IMPLEMENTATIONS = ("grouped_mm", "batched_mm", "eager")
+CASES: dict[str, Callable[[], PretrainedConfig]] = DENSE | {
+    f"{name}/{impl}": (lambda build=build, impl=impl: build(experts_implementation=impl))
+    for name, build in MOE.items()
+    for impl in EXPERTS_IMPLEMENTATIONS
+}
+BUCKETS = ((5, 3, 2), (8, 2, 1))  # (prompt, completion, rollouts)
+
+
+def measured_and_planned(bench, config) -> dict[str, tuple[int, int]]:
+    """(measured, formula) FLOPs of generation, the log-prob forward and one update."""
+    model, _ = bench.build_policy(config)
+    prompts, completions = bench.lengths(BUCKETS)
+    seqs = [p + c for p, c in zip(prompts, completions, strict=True)]
+    logits = [s - 1 for s in seqs]  # TRL's fused head off CUDA: every position but the last
+    vocab = config.vocab_size
+    with bench.trl_head_path(compact=False):
+        return {
+            "generate": (
+                bench.measure_generation(model, vocab, BUCKETS),
+                generation_flops(config, prompts, completions),
+            ),
+            "forward": (
+                bench.measure_logprob_forward(model, vocab, BUCKETS),
+                forward_flops(config, seqs, logits),
+            ),
+            "update": (
+                bench.measure_update(model, vocab, BUCKETS),
+                training_flops(config, seqs, logits),
+            ),
+        }
+
+
+@pytest.mark.parametrize("family", list(CASES))
+def test_family_matches_flop_counter(bench, family):
+    counts = measured_and_planned(bench, CASES[family]())
+    off = {
+        name: f"formula {planned} vs measured {measured} ({planned / measured - 1:+.3%})"
+        for name, (measured, planned) in counts.items()
+        if planned != measured
+    }
+    assert not off, off
