@@ -46,8 +46,8 @@ def test_the_call_needs_significance_and_reads_the_sign():
 @pytest.mark.parametrize(
     ("claim_id", "min_found"),
     [
-        ("nstar.grows_easy", 24),  # the planned design of issue 27 (below): power ≈ 95%
-        ("bestk.worst_easy", 18),  # planned: power ≈ 80% at κ = 1
+        ("nstar.grows_easy", 12),  # the planned design of issue 27 (below): power ≈ 95%
+        ("bestk.worst_easy", 9),  # planned: power ≈ 80% at κ = 1
         ("nvsbp.more_n_with_steps", 24),  # planned: the fixed-B pairs of nstar's grid
         ("healthy.kl_entropy_easy", 24),  # paired by seed, 24 seeds per arm: power 100%
         ("healthy.lr_sqrt", 20),  # cell means per batch, paired by seed, 12 seeds: power 100%
@@ -60,12 +60,15 @@ def test_null_worlds_are_rarely_called_and_planted_ones_are_found(claim_id, min_
     """60 worlds without an effect on the study's design and noise (the committed runs, or the
     planned nstar design of issue 27 for the studies that read it): at most 7 calls (the
     benchmark, with 400 worlds, holds every claim at ≤ 5%); 30 with the planted effect: found as
-    often as the design allows, and never called the other way."""
+    often as the design allows, and never called the other way. The two slowest (a vertex fit
+    per checkpoint and per n on the planned grid, ≈ 0.5 s a world) run half as many worlds:
+    at most 4 calls of 30, and `min_found` of 15."""
     name = CLAIMS[claim_id].study
     data = planned_setting(name) if name in PLANNED_SWEEPS else _design(name)
-    null = calibrate(claim_id, data, 60, planted=False, seed=7)
-    assert null["agrees"] + null["disagrees"] <= 7, dict(null)
-    found = calibrate(claim_id, data, 30, planted=True, seed=7)
+    worlds = 30 if claim_id in ("nstar.grows_easy", "bestk.worst_easy") else 60
+    null = calibrate(claim_id, data, worlds, planted=False, seed=7)
+    assert null["agrees"] + null["disagrees"] <= (4 if worlds == 30 else 7), dict(null)
+    found = calibrate(claim_id, data, worlds // 2, planted=True, seed=7)
     assert found["agrees"] >= min_found and found["disagrees"] == 0, dict(found)
 
 
