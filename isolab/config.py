@@ -61,11 +61,14 @@ class RunConfig:
         experiment: MLflow experiment the run is logged to (a sweep logs all its runs to one).
             Config files of isolab 0.1 called it `study`; that key is still read, with a warning.
         model: model preset (`tiny-s`, `tiny-m`, `tiny-l`, `smollm2-135m`) or a hub id / local path.
-        task: problem family: `arithmetic` (synthetic), `gsm8k`, `math500`.
+        task: problem family: `arithmetic` (synthetic), `gsm8k`, `math500`, or the path of a
+            task card that makes a task of your own data (`isolab.tasks.card`).
         split: difficulty split of the base model: `easy`, `hard` or `all` (see `isolab difficulty`).
         reward: reward system: rule-based `sparse` (answer correct, 1/0), `structured`
             (format + correctness), `dense` (partial credit); model-based `orm`, `prm`,
-            `proxy-prm` (charged to `flops/reward`; `extra: {reward_model: ...}` picks the model).
+            `proxy-prm` (charged to `flops/reward`; `extra: {reward_model: ...}` picks the model);
+            or your own function with TRL's signature, `module:function` or
+            `path/to/file.py:function` (0 reward FLOPs; `isolab.rl.rewards.user_reward`).
         n: rollouts per problem (TRL's `num_generations`), ≥ 2 so that GRPO has a group.
         B_p: problems per optimizer step.
         M: optimizer steps (TRL's `max_steps`).
@@ -175,7 +178,12 @@ class RunConfig:
         _check_choice("recipe", self.recipe, RECIPES)
         _check_choice("split", self.split, SPLITS)
         _check_choice("generation", self.generation, GENERATIONS)
-        _check_choice("reward", self.reward, REWARDS)
+        if ":" in self.reward:  # a function of the user's: it must import
+            from isolab.tasks.card import load_function
+
+            load_function(self.reward, Path.cwd(), "reward")
+        else:
+            _check_choice("reward", self.reward, REWARDS)
         if self.lora_rank < 0:
             raise ValueError(f"lora_rank = {self.lora_rank}: use 0 for full fine-tuning or r > 0.")
         if not self.eval_ks or min(self.eval_ks) < 1:
@@ -197,9 +205,9 @@ class RunConfig:
             raise ValueError(f"pool_size = {self.pool_size}: must be ≥ 1 (the default is 4000).")
         if not 0 <= self.seed <= MAX_SEED:
             raise ValueError(f"seed = {brief(self.seed)}: seeds are integers from 0 to 2**32 - 1.")
-        from isolab.tasks import TASKS
+        from isolab.tasks import check_task
 
-        _check_choice("task", self.task, TASKS)
+        check_task(self.task)
         if self.eval_every < 0:
             raise ValueError(f"eval_every = {self.eval_every}: use 0 (start and end only) or > 0.")
         if self.beta is not None and self.beta < 0:
@@ -293,6 +301,10 @@ class RunConfig:
         for added, default in ADDED_FIELDS.items():
             if resolved[added] == default:  # added later: runs before it keep their keys
                 del resolved[added]
+        from isolab.tasks import card
+
+        if card.is_card(self.task):  # the card's content and data, not where it lies
+            resolved["task"] = card.load_card(self.task).task_id
         if self.split == "hard":
             # Hard took in never-solved problems with issue 27 (`isolab.metrics.Bands`): a Hard
             # run of before trained on other problems, so it must not pass for one of now.

@@ -25,8 +25,9 @@ import numpy as np
 from isolab import models
 from isolab.metrics import DEFAULT_BANDS, Bands
 from isolab.paths import cache_root
-from isolab.tasks import Task, get_task
+from isolab.tasks import Task, get_task, task_id
 from isolab.tasks.base import Problem, as_text
+from isolab.tasks.card import is_card
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,8 @@ MAX_VAL = 1000
 
 def splits_path(model: str, task: str, pool_size: int, seed: int) -> Path:
     safe = model.replace("/", "--")
-    return cache_root() / "difficulty" / f"{safe}__{task}__pool{pool_size}__seed{seed}.json"
+    name = task_id(task)
+    return cache_root() / "difficulty" / f"{safe}__{name}__pool{pool_size}__seed{seed}.json"
 
 
 def task_for(model: str, task: str) -> Task:
@@ -348,6 +350,9 @@ def unlabelled(
     test split; MATH-500 (a test set only) holds out `val_size` problems of its 500.
     """
     task = get_task(task_name, "raw" if task_name == "arithmetic" else "chat")
+    if is_card(task_name):  # its own validation set (a file, or its held-out share)
+        train = task.problems(split="train", limit=pool_size, seed=seed)
+        return train, task.problems(split="test", limit=val_size, seed=seed)
     if task_name == "gsm8k":
         train = task.problems(split="train", data_dir=data_dir, limit=pool_size)
         return train, task.problems(split="test", data_dir=data_dir, limit=val_size)

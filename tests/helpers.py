@@ -102,3 +102,53 @@ def mlflow_server(
             proc.wait()
         if log_file:
             out.close()
+
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def tiny_chat_model(folder: Path) -> Path:
+    """A local instruct-model folder small enough to train in seconds: a random 2-layer Llama
+    (hidden 32) over a character-level tokenizer of printable ASCII with a ChatML template, as
+    a user's own model folder would be (`model: <folder>`). Returns the folder."""
+    import string
+
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    specials = ["<pad>", "<|im_start|>", "<|im_end|>"]
+    chars = sorted(set(string.printable) - set("\x0b\x0c\r"))
+    vocab = {t: i for i, t in enumerate([*specials, *chars, "<unk>"])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="<pad>",
+        eos_token="<|im_end|>",
+        bos_token="<|im_start|>",
+        unk_token="<unk>",
+        additional_special_tokens=specials[1:],
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    config = LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        max_position_embeddings=1024,
+        pad_token_id=vocab["<pad>"],
+        eos_token_id=vocab["<|im_end|>"],
+        bos_token_id=vocab["<|im_start|>"],
+        tie_word_embeddings=True,
+    )
+    import torch
+
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder

@@ -23,13 +23,17 @@ passes the latter to ``FlopLedger.record_reward_model`` after every call.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol, cast
 
 from isolab import models
 from isolab.models import reward as reward_models
 from isolab.models.reward import DEFAULT_REWARD_MODELS, proxy_config, reward_model_name
+from isolab.models.reward.configs import is_user_reward
 from isolab.tasks import Task
+from isolab.tasks.card import load_function
 from isolab.tasks.grading import extract_boxed, extract_gsm8k_answer, normalize_number
 from isolab.vocab import REWARDS
 
@@ -315,6 +319,60 @@ def proxy_prm(task: Task, reward_model: str | dict | None = None) -> PricedRewar
     return priced
 
 
+# ---- the user's own -------------------------------------------------------------------------
+class RewardFunctionError(RuntimeError):
+    """A user's reward function failed on a batch: the message names the function, the
+    problem and the completion."""
+
+
+def _shown(x: Any, limit: int = 300) -> str:
+    text = completion_text(x) if isinstance(x, list | str) else repr(x)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def user_reward(spec: str) -> Callable[..., list[float]]:
+    """The function `module:function` (or `path/to/file.py:function`, relative to the working
+    folder), with TRL's reward-function signature — `fn(prompts, completions, **kwargs)` with
+    the dataset's `answer` among the keyword arguments, one float per completion — so that a
+    function written for TRL runs unchanged. Costs no FLOPs (no reward model).
+
+    Every batch is checked: a function that raises, returns a length other than the
+    completions', or a value that is not a finite number stops the run with a
+    `RewardFunctionError` naming the problem (its prompt and gold answer) and the completion.
+    TRL's own None ("not applicable") is not accepted: isolab needs a reward per rollout."""
+    func = load_function(spec, Path.cwd(), "reward")
+
+    def checked(prompts, completions, answer=None, **kwargs) -> list[float]:
+        where = f"reward {spec}"
+        try:
+            out = func(prompts=prompts, completions=completions, answer=answer, **kwargs)
+        except Exception as exc:
+            raise RewardFunctionError(
+                f"{where} raised {type(exc).__name__}: {exc} on a batch of {len(completions)} "
+                f"completions; the first: problem {_shown(prompts[0])!r} (answer "
+                f"{answer[0] if answer else None!r}), completion {_shown(completions[0])!r}"
+            ) from exc
+        values = list(out) if isinstance(out, list | tuple) else None
+        if values is None or len(values) != len(completions):
+            got = f"{type(out).__name__}" + (f" of {len(values)}" if values is not None else "")
+            raise RewardFunctionError(
+                f"{where} returned {got} for {len(completions)} completions: return a list "
+                "with one float per completion"
+            )
+        for i, v in enumerate(values):
+            ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            if not ok and not isinstance(v, bool):
+                raise RewardFunctionError(
+                    f"{where} returned {v!r} for completion {i}: every reward must be a finite "
+                    f"number. Problem {_shown(prompts[i])!r} (answer "
+                    f"{answer[i] if answer else None!r}), completion {_shown(completions[i])!r}"
+                )
+        return [float(v) for v in values]
+
+    checked.__name__ = getattr(func, "__name__", "user_reward")
+    return checked
+
+
 # ---- selection -----------------------------------------------------------------------------
 def get_reward(
     name: str,
@@ -325,6 +383,8 @@ def get_reward(
     """The reward function `name` for `task`; `reward_model` picks a model-based system's model
     (`RunConfig.extra["reward_model"]`; `None`: `DEFAULT_REWARD_MODELS`). A hub model's own code
     runs only with `trust_remote_code` (`RunConfig.trust_remote_code`)."""
+    if is_user_reward(name):
+        return user_reward(name)
     if name == "sparse":
         return sparse(task)
     if name == "structured":

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from isolab.tasks import arithmetic
+from isolab.tasks import arithmetic, card
 from isolab.tasks.base import Problem
 
 TASKS = ("arithmetic", "gsm8k", "math500")
@@ -21,7 +21,7 @@ class Task:
     """Problems, prompt builder and verifier of one task for one kind of model.
 
     Attributes:
-        name: `arithmetic`, `gsm8k` or `math500`.
+        name: `arithmetic`, `gsm8k`, `math500`, or the path of a task card.
         style: `raw` (string prompt, tiny models) or `chat` (list of messages).
         prompt: Problem → prompt (a string or chat messages, as TRL accepts them).
         verify: (completion text, gold answer) → correct?
@@ -42,19 +42,51 @@ class Task:
         seed: int = 0,
     ) -> list[Problem]:
         """Problems of a data set's `split` (`train` or `test`, the data set's own: not a
-        difficulty split); arithmetic has no data set and draws `limit` problems from `seed`."""
+        difficulty split); arithmetic has no data set and draws `limit` problems from `seed`;
+        a task card's `test` is its validation set."""
         if self.name == "arithmetic":
             return arithmetic.generate_problems(limit or 2000, seed=seed)
+        if card.is_card(self.name):
+            return card.load_card(self.name).problems(split, limit=limit, seed=seed)
         module = _module(self.name)
         return module.load_problems(split=split, data_dir=data_dir, limit=limit)
 
 
+def check_task(name: str) -> None:
+    """A built-in task, or a task card that reads and checks (ValueError naming the fix)."""
+    if card.is_card(name):
+        card.load_card(name)
+    elif name not in TASKS:
+        raise ValueError(
+            f"task = {name!r}: choose one of {', '.join(TASKS)}, or give the path of a task card "
+            "(.yaml) that makes a task of your own data (see examples/word-problems/task.yaml)."
+        )
+
+
+def task_id(name: str) -> str:
+    """What caches and split records name a task by: the built-in name, or a card's
+    `<name>-<digest of card and data>` (a path has slashes; changed data must not reuse labels)."""
+    return card.load_card(name).task_id if card.is_card(name) else name
+
+
 def get_task(name: str, style: str) -> Task:
-    """The task `name` in prompt style `raw` or `chat`."""
-    if name not in TASKS:
-        raise ValueError(f"task = {name!r}: choose one of {', '.join(TASKS)}.")
+    """The task `name` (built-in, or the path of a task card) in prompt style `raw` or `chat`."""
     if style not in ("raw", "chat"):
         raise ValueError(f"style = {style!r}: choose raw (tiny models) or chat (instruct LMs).")
+    if card.is_card(name):
+        if style == "raw":
+            raise ValueError(
+                f"task {name} prompts with chat messages: the tiny presets only know the raw "
+                "arithmetic alphabet. Use model: smollm2-135m, a hub id or a local instruct "
+                "model folder."
+            )
+        c = card.load_card(name)
+        return Task(name, style, c.chat_prompt, card.verifier_of(c), c.max_completion_tokens)
+    if name not in TASKS:
+        raise ValueError(
+            f"task = {name!r}: choose one of {', '.join(TASKS)}, or give the path of a task card "
+            "(.yaml)."
+        )
     if name == "arithmetic":
         if style == "raw":
             return Task(name, style, arithmetic.raw_prompt, arithmetic.verify_raw, 6)

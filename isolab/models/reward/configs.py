@@ -118,6 +118,8 @@ def reward_model_name(name: str, reward_model: str | dict | None) -> str | None:
 def reward_model_config(name: str, style: str, reward_model: str | dict | None = None):
     """The `PretrainedConfig` whose forward passes reward system `name` charges, or None for a
     rule-based one. Reads no weights, so planning never builds or downloads a model."""
+    if is_user_reward(name):  # a function of the user's: no reward model to charge
+        return None
     if name not in REWARDS:
         raise ValueError(f"reward = {name!r}: choose one of {', '.join(REWARDS)}.")
     if name not in MODEL_BASED:
@@ -128,6 +130,11 @@ def reward_model_config(name: str, style: str, reward_model: str | dict | None =
     if is_reward_preset(spec):
         return reward_preset_config(spec)
     return _hub_config(spec)
+
+
+def is_user_reward(name: str) -> bool:
+    """Whether reward `name` is a function of the user's (`module:function`)."""
+    return ":" in str(name)
 
 
 def reward_model_config_for(cfg) -> Any | None:

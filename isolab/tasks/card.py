@@ -1,0 +1,464 @@
+"""Your own problems: a task card, a small YAML file that makes a task of a JSONL, CSV or parquet
+file (or a `datasets` id), so that `task: path/to/task.yaml` trains, labels difficulty, sweeps
+and plots as `task: gsm8k` does.
+
+A card (every path relative to the card's folder)::
+
+    name: word-problems              # letters, digits, - and _: names its caches
+    data: problems.jsonl             # .jsonl, .csv or .parquet; or hub: {id, config, split}
+    validation: held_out.jsonl       # optional: else `val_share` of `data` is held out
+    prompt: "{question}"             # a field, or a template over fields ({a} and {b})
+    answer: answer                   # the field with the gold answer
+    system: "Answer with a number."  # optional system message
+    few_shot: 2                      # optional: the first k rows of `data` as worked examples
+    verifier: numeric                # a grader of VERIFIERS, or module:function / file.py:function
+    answer_regex: "Answer: (.*)"     # with verifier: regex, the group that holds the answer
+    max_completion_tokens: 256
+
+A verifier given as `module:function` (or `path/to/file.py:function`, relative to the card) is
+called as `function(completion_text, gold_answer) -> bool`; isolab imports and runs that code
+as Python runs any import, so give only code you trust. Every gold answer of the card must pass
+its own verifier when written as `\\boxed{answer}` (or as the bare answer for `exact`,
+`regex` and `choice`): a card whose grader rejects its own golds is refused before any run.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import importlib
+import importlib.util
+import json
+import random
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from isolab.tasks.base import Problem
+from isolab.tasks.grading import (
+    extract_boxed,
+    extract_gsm8k_answer,
+    gsm8k_equal,
+    math_equal,
+)
+from isolab.userinput import brief, read_yaml
+
+#: The graders a card can name, and what each compares.
+VERIFIERS: dict[str, str] = {
+    "numeric": "the final number (#### n, else \\boxed{n}, else the last number) equals the gold",
+    "math": "the last \\boxed{} is equivalent to the gold LaTeX (math-verify)",
+    "exact": "the last \\boxed{} (else the last non-empty line), trimmed, equals the gold",
+    "regex": "the last match of `answer_regex`'s first group, trimmed, equals the gold",
+    "choice": "the last standalone capital letter A–J (or \\boxed{X}) equals the gold letter",
+}
+CARD_KEYS = (
+    "name",
+    "data",
+    "validation",
+    "val_share",
+    "prompt",
+    "answer",
+    "id",
+    "system",
+    "few_shot",
+    "verifier",
+    "answer_regex",
+    "max_completion_tokens",
+)
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_CHOICE = re.compile(r"(?<![A-Za-z])([A-J])(?![A-Za-z])")
+_SUFFIXES = (".jsonl", ".csv", ".parquet")
+
+
+def is_card(task: str) -> bool:
+    """Whether `task` names a task card (a .yaml / .yml file) rather than a built-in task."""
+    return str(task).endswith((".yaml", ".yml"))
+
+
+class CardError(ValueError):
+    """A task card that cannot be used: the message names the key and the fix."""
+
+
+def _fail(path: Path, key: str, problem: str) -> CardError:
+    return CardError(f"task card {path}: {key}: {problem}")
+
+
+@dataclass(frozen=True)
+class TaskCard:
+    """A task card, read and checked (`load_card`).
+
+    Attributes:
+        path: the card file.
+        name: the task's name (caches and run names use it).
+        digest: sha256 of the card and its data files (12 hex digits): a task id changes
+            when either does, so that cached labels of other data are never reused.
+        train_rows / val_rows: the rows (dicts) of the training pool and of the validation
+            set (None: held out from the training pool at `val_share`).
+        prompt, answer, id_field, system, few_shot, verifier, answer_regex,
+        max_completion_tokens, val_share: as in the card.
+    """
+
+    path: Path
+    name: str
+    digest: str
+    train_rows: tuple[dict, ...]
+    val_rows: tuple[dict, ...] | None
+    prompt: str
+    answer: str
+    id_field: str | None
+    system: str | None
+    few_shot: int
+    verifier: str
+    answer_regex: str | None
+    max_completion_tokens: int
+    val_share: float
+
+    @property
+    def task_id(self) -> str:
+        """`<name>-<digest>`: what cache files and split records are named by."""
+        return f"{self.name}-{self.digest}"
+
+    def problem(self, row: dict, index: int, part: str) -> Problem:
+        question = self.prompt.format_map(row) if "{" in self.prompt else str(row[self.prompt])
+        pid = str(row[self.id_field]) if self.id_field else f"{part}/{index}"
+        return Problem(id=f"{self.name}/{pid}", question=question, answer=str(row[self.answer]))
+
+    def examples(self) -> list[Problem]:
+        """The worked examples of the prompt (the first `few_shot` rows of the data)."""
+        return [self.problem(r, i, "train") for i, r in enumerate(self.train_rows[: self.few_shot])]
+
+    def problems(self, part: str, limit: int | None = None, seed: int = 0) -> list[Problem]:
+        """`train` (the data, few-shot rows excluded) or `test` (the validation set: its own
+        file, else `val_share` of the data held out by `seed`), the first `limit` of them."""
+        rows = list(enumerate(self.train_rows))[self.few_shot :]
+        if self.val_rows is None:
+            order = rows[:]
+            random.Random(seed).shuffle(order)
+            n_val = max(1, round(self.val_share * len(order)))
+            held = {i for i, _ in order[:n_val]}
+            rows = [(i, r) for i, r in rows if (i in held) == (part == "test")]
+            out = [self.problem(r, i, "train") for i, r in rows]
+        elif part == "test":
+            out = [self.problem(r, i, "validation") for i, r in enumerate(self.val_rows)]
+        else:
+            out = [self.problem(r, i, "train") for i, r in rows]
+        return out if limit is None else out[:limit]
+
+    def chat_prompt(self, problem: Problem) -> list[dict[str, str]]:
+        """System message (if any), the few-shot examples as user/assistant turns, the question."""
+        messages = [{"role": "system", "content": self.system}] if self.system else []
+        for ex in self.examples():
+            messages.append({"role": "user", "content": ex.question})
+            messages.append({"role": "assistant", "content": self.written_answer(ex.answer)})
+        messages.append({"role": "user", "content": problem.question})
+        return messages
+
+    def written_answer(self, gold: str) -> str:
+        """A gold answer as a correct completion writes it: boxed, or bare for `exact`,
+        `regex` and `choice` (`regex` through the card's pattern where it has a group)."""
+        if self.verifier in ("numeric", "math"):
+            return f"\\boxed{{{gold}}}"
+        if self.verifier == "regex" and self.answer_regex:
+            return _regex_example(self.answer_regex, gold)
+        return gold
+
+
+def _regex_example(pattern: str, gold: str) -> str:
+    """`pattern` with its first group replaced by `gold` where the pattern is a simple literal
+    around one group ("Answer: (.*)" → "Answer: 48"); else the bare gold."""
+    m = re.fullmatch(r"([^()\\\[\]*+?{}|^$.]*)\((.*)\)([^()\\\[\]*+?{}|^$.]*)", pattern)
+    return f"{m.group(1)}{gold}{m.group(3)}" if m else gold
+
+
+# ---- graders -------------------------------------------------------------------------------
+def _numeric(completion: str, gold: str) -> bool:
+    return gsm8k_equal(extract_gsm8k_answer(completion), gold)
+
+
+def _math(completion: str, gold: str) -> bool:
+    return math_equal(extract_boxed(completion), gold)
+
+
+def _exact(completion: str, gold: str) -> bool:
+    boxed = extract_boxed(completion)
+    if boxed is None:
+        lines = [line.strip() for line in str(completion).splitlines() if line.strip()]
+        boxed = lines[-1] if lines else None
+    return boxed is not None and boxed.strip() == gold.strip()
+
+
+def _choice(completion: str, gold: str) -> bool:
+    boxed = extract_boxed(completion)
+    found = _CHOICE.findall(boxed if boxed is not None else str(completion))
+    return bool(found) and found[-1] == gold.strip().upper()
+
+
+def _regex(pattern: str) -> Callable[[str, str], bool]:
+    compiled = re.compile(pattern)
+
+    def verify(completion: str, gold: str) -> bool:
+        matches = list(compiled.finditer(str(completion)))
+        if not matches:
+            return False
+        m = matches[-1]
+        got = m.group(1) if compiled.groups else m.group(0)
+        return got is not None and got.strip() == gold.strip()
+
+    return verify
+
+
+def load_function(spec: str, base: Path, what: str) -> Callable:
+    """The function `module:function` or `path/to/file.py:function` (relative to `base`), or a
+    ValueError naming `what` and the fix."""
+    module_name, sep, func_name = spec.rpartition(":")
+    if not sep or not module_name or not func_name.isidentifier():
+        raise ValueError(
+            f"{what} = {brief(spec)}: write module:function (importable) or "
+            "path/to/file.py:function"
+        )
+    try:
+        if module_name.endswith(".py"):
+            file = Path(module_name)
+            file = file if file.is_absolute() else (base / file)
+            if not file.is_file():
+                raise ValueError(f"{what} = {brief(spec)}: no file {file}")
+            key = f"isolab_user_{hashlib.sha256(str(file.resolve()).encode()).hexdigest()[:12]}"
+            module = sys.modules.get(key)
+            if module is None:
+                loaded = importlib.util.spec_from_file_location(key, file)
+                if loaded is None or loaded.loader is None:
+                    raise ValueError(f"{what} = {brief(spec)}: {file} is not a Python module")
+                module = importlib.util.module_from_spec(loaded)
+                sys.modules[key] = module
+                loaded.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except ValueError:
+        raise
+    except Exception as exc:  # the user's module failed to import: say which and why
+        sys.modules.pop(locals().get("key", ""), None)
+        raise ValueError(
+            f"{what} = {brief(spec)}: importing {module_name} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        raise ValueError(f"{what} = {brief(spec)}: {module_name} has no function {func_name}")
+    return func
+
+
+def verifier_of(card: TaskCard) -> Callable[[str, str], bool]:
+    """The card's grader as (completion text, gold) → bool."""
+    if card.verifier == "numeric":
+        return _numeric
+    if card.verifier == "math":
+        return _math
+    if card.verifier == "exact":
+        return _exact
+    if card.verifier == "choice":
+        return _choice
+    if card.verifier == "regex":
+        return _regex(card.answer_regex or "")
+    func = load_function(card.verifier, card.path.parent, f"task card {card.path}: verifier")
+
+    def user_verify(completion: str, gold: str) -> bool:
+        return bool(func(completion, gold))
+
+    return user_verify
+
+
+# ---- reading ---------------------------------------------------------------------------------
+def _read_rows(path: Path, key: str, card: Path) -> list[dict]:
+    if not path.is_file():
+        raise _fail(card, key, f"no file {path}: give a path relative to the card's folder")
+    if path.suffix not in _SUFFIXES:
+        raise _fail(card, key, f"{path.name}: give a {', '.join(_SUFFIXES)} file")
+    try:
+        if path.suffix == ".jsonl":
+            with path.open(encoding="utf-8") as f:
+                rows = [json.loads(line) for line in f if line.strip()]
+        elif path.suffix == ".csv":
+            with path.open(encoding="utf-8", newline="") as f:
+                rows = list(csv.DictReader(f))
+        else:
+            import polars as pl
+
+            rows = pl.read_parquet(path).to_dicts()
+    except Exception as exc:
+        raise _fail(card, key, f"{path.name} does not parse: {type(exc).__name__}: {exc}") from exc
+    if not all(isinstance(r, dict) for r in rows):
+        raise _fail(card, key, f"{path.name}: every line must be a JSON object")
+    return rows
+
+
+def _hub_rows(spec: Any, key: str, card: Path) -> list[dict]:
+    if not isinstance(spec, dict) or "id" not in spec:
+        raise _fail(card, key, "give a file, or hub: {id: owner/name, config: ..., split: ...}")
+    from datasets import load_dataset
+
+    return [
+        dict(r)
+        for r in load_dataset(spec["id"], spec.get("config"), split=spec.get("split", "train"))
+    ]
+
+
+def _rows(value: Any, key: str, card: Path) -> tuple[list[dict], list[Path]]:
+    if isinstance(value, dict) and "hub" in value:
+        return _hub_rows(value["hub"], key, card), []
+    if not isinstance(value, str):
+        raise _fail(card, key, "give a file name (problems.jsonl) or hub: {id: ..., split: ...}")
+    path = card.parent / value
+    return _read_rows(path, key, card), [path]
+
+
+def _digest(files: list[Path], card_text: bytes) -> str:
+    h = hashlib.sha256(card_text)
+    for f in files:
+        h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def _check_fields(rows: list[dict], fields: list[str], key: str, where: str, card: Path) -> None:
+    for i, row in enumerate(rows):
+        missing = [f for f in fields if f not in row]
+        if missing:
+            have = ", ".join(sorted(map(str, row))) or "none"
+            raise _fail(
+                card, key, f"row {i} of {where} has no field {missing[0]!r} (it has: {have})"
+            )
+
+
+def _load(card: Path) -> tuple[TaskCard, list[Path]]:
+    data = read_yaml(card)
+    if not isinstance(data, dict):
+        raise CardError(f"task card {card}: write a mapping (name: ..., data: ..., ...)")
+    unknown = sorted(set(data) - set(CARD_KEYS))
+    if unknown:
+        raise _fail(card, unknown[0], f"unknown key; a card has {', '.join(CARD_KEYS)}")
+    for key in ("name", "data", "prompt", "answer"):
+        if key not in data:
+            raise _fail(card, key, "missing (see examples/word-problems/task.yaml)")
+    name = str(data["name"])
+    if not _NAME.match(name):
+        raise _fail(card, "name", f"{brief(name)}: use letters, digits, - and _ (≤ 64)")
+    train, files = _rows(data["data"], "data", card)
+    val = None
+    if data.get("validation") is not None:
+        val, more = _rows(data["validation"], "validation", card)
+        files += more
+    prompt, answer = str(data["prompt"]), str(data["answer"])
+    fields = _FIELD.findall(prompt) if "{" in prompt else [prompt]
+    if "{" in prompt and not fields:
+        raise _fail(card, "prompt", "a template names fields in braces: '{question}'")
+    needed = [*fields, answer] + ([str(data["id"])] if data.get("id") else [])
+    _check_fields(train, needed, "data", "data", card)
+    if val is not None:
+        _check_fields(val, needed, "validation", "validation", card)
+    verifier = str(data.get("verifier", "numeric"))
+    if verifier not in VERIFIERS and ":" not in verifier:
+        raise _fail(
+            card,
+            "verifier",
+            f"{brief(verifier)}: choose one of {', '.join(VERIFIERS)}, or module:function",
+        )
+    regex = data.get("answer_regex")
+    if verifier == "regex":
+        if not regex:
+            raise _fail(card, "answer_regex", "verifier: regex needs answer_regex: 'Answer: (.*)'")
+        try:
+            re.compile(str(regex))
+        except re.error as exc:
+            raise _fail(card, "answer_regex", f"does not compile: {exc}") from exc
+    few_shot = data.get("few_shot", 0)
+    if not isinstance(few_shot, int) or few_shot < 0:
+        raise _fail(card, "few_shot", f"{brief(few_shot)}: give a count ≥ 0 of example rows")
+    val_share = data.get("val_share", 0.2)
+    if not isinstance(val_share, int | float) or not 0 < val_share < 1:
+        raise _fail(card, "val_share", f"{brief(val_share)}: give a share in (0, 1), e.g. 0.2")
+    max_tokens = data.get("max_completion_tokens", 256)
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise _fail(card, "max_completion_tokens", f"{brief(max_tokens)}: give tokens ≥ 1")
+    out = TaskCard(
+        path=card,
+        name=name,
+        digest=_digest(files, card.read_bytes()),
+        train_rows=tuple(train),
+        val_rows=None if val is None else tuple(val),
+        prompt=prompt,
+        answer=answer,
+        id_field=str(data["id"]) if data.get("id") else None,
+        system=str(data["system"]) if data.get("system") else None,
+        few_shot=few_shot,
+        verifier=verifier,
+        answer_regex=str(regex) if regex else None,
+        max_completion_tokens=max_tokens,
+        val_share=float(val_share),
+    )
+    _check_splits(out)
+    _check_golds(out)
+    return out, [card, *files]
+
+
+def _check_splits(card: TaskCard) -> None:
+    train, val = card.problems("train"), card.problems("test")
+    if not train:
+        raise _fail(card.path, "data", "no training problems (after few_shot examples)")
+    if not val:
+        key = "validation" if card.val_rows is not None else "data"
+        raise _fail(card.path, key, "no validation problems: add rows or a validation file")
+
+
+def _check_golds(card: TaskCard) -> None:
+    """Every gold, written as a correct completion would write it, passes the verifier."""
+    try:
+        verify = verifier_of(card)
+    except CardError:
+        raise
+    except ValueError as exc:  # a verifier of the user's that does not import
+        raise CardError(str(exc)) from exc
+    for p in [*card.problems("train"), *card.problems("test"), *card.examples()]:
+        try:
+            ok = verify(card.written_answer(p.answer), p.answer)
+        except Exception as exc:
+            raise _fail(
+                card.path,
+                "verifier",
+                f"raised {type(exc).__name__}: {exc} on problem {p.id}'s own gold answer",
+            ) from exc
+        if not ok:
+            raise _fail(
+                card.path,
+                "verifier",
+                f"{card.verifier} rejects problem {p.id}'s own gold answer {brief(p.answer)} "
+                f"written as {brief(card.written_answer(p.answer))}: pick the grader that "
+                f"fits the answers ({'; '.join(f'{k}: {v}' for k, v in VERIFIERS.items())})",
+            )
+
+
+def load_card(path: str | Path) -> TaskCard:
+    """The task card at `path`, read and checked (cached while the file is unchanged), or a
+    `CardError` (a ValueError) naming the key and the fix."""
+    card = Path(path)
+    if not card.is_file():
+        raise CardError(
+            f"task = {brief(str(path))}: no task card there; give a built-in task (arithmetic, "
+            "gsm8k, math500) or the path of a card (see examples/word-problems/task.yaml)"
+        )
+    key = str(card.resolve())
+    cached = _CACHE.get(key)
+    if cached is not None and cached[1] == _stamp(cached[2]):
+        return cached[0]
+    loaded, files = _load(card.resolve())
+    _CACHE[key] = (loaded, _stamp(files), files)
+    return loaded
+
+
+#: Cards read in this process: path → (card, files' modification times, files).
+_CACHE: dict[str, tuple[TaskCard, tuple[float, ...], list[Path]]] = {}
+
+
+def _stamp(files: list[Path]) -> tuple[float, ...]:
+    return tuple(f.stat().st_mtime_ns if f.exists() else -1 for f in files)

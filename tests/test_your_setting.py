@@ -1,0 +1,221 @@
+"""Your setting, not ours: a task card over your own file, your TRL-style reward function, your
+local model folder — planned, trained and logged as the shipped tasks are; bad input refused
+with the key and the fix (examples/word-problems)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from isolab.config import RunConfig
+from isolab.tasks import get_task, task_id
+from isolab.tasks.card import CardError, load_card
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "word-problems"
+CARD = EXAMPLE / "task.yaml"
+
+
+@pytest.fixture
+def card_dir(tmp_path: Path) -> Path:
+    """A copy of the example, to break one piece at a time."""
+    out = tmp_path / "wp"
+    shutil.copytree(EXAMPLE, out)
+    return out
+
+
+def _edit(card_dir: Path, **changes) -> Path:
+    path = card_dir / "task.yaml"
+    data = yaml.safe_load(path.read_text())
+    for key, value in changes.items():
+        if value is None:
+            data.pop(key, None)
+        else:
+            data[key] = value
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_the_example_card_is_a_task():
+    """60 rows: 2 few-shot examples, a quarter of the rest held out; chat prompts carry the
+    system message and the examples as turns; the numeric grader reads a boxed answer."""
+    card = load_card(CARD)
+    train, val = card.problems("train"), card.problems("test")
+    assert (len(train), len(val)) == (44, 14)
+    assert not {p.id for p in train} & {p.id for p in val}
+    task = get_task(str(CARD), "chat")
+    messages = task.prompt(train[0])
+    assert [m["role"] for m in messages] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
+    assert messages[-1]["content"] == train[0].question
+    assert task.verify(f"so it is \\boxed{{{train[0].answer}}}", train[0].answer)
+    assert not task.verify("\\boxed{-1}", train[0].answer)
+    assert task_id(str(CARD)) == f"word-problems-{card.digest}"
+
+
+def test_run_keys_follow_the_cards_content_not_its_path(card_dir: Path):
+    here = RunConfig(task=str(CARD), model="x/y", split="all")
+    there = RunConfig(task=str(card_dir / "task.yaml"), model="x/y", split="all")
+    assert here.run_key == there.run_key
+    with (card_dir / "problems.jsonl").open("a") as f:
+        f.write(json.dumps({"id": "wp999", "question": "1 + 1?", "answer": "2"}) + "\n")
+    assert RunConfig(task=str(card_dir / "task.yaml"), model="x/y", split="all").run_key != (
+        here.run_key
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "key", "fix"),
+    [
+        ({"answer": "solution"}, "answer", "has no field 'solution'"),
+        ({"prompt": "{question} ({unit})"}, "data", "has no field 'unit'"),
+        ({"data": "missing.jsonl"}, "data", "no file"),
+        ({"verifier": "choice"}, "verifier", "rejects problem"),
+        ({"verifier": "nope"}, "verifier", "choose one of numeric, math, exact"),
+        ({"verifier": "no_such_module_xyz:check"}, "verifier", "importing no_such_module_xyz"),
+        ({"verifier": "regex"}, "answer_regex", "needs answer_regex"),
+        ({"few_shot": 60}, "data", "no training problems"),
+        ({"name": "../up"}, "name", "letters, digits"),
+        ({"colour": "red"}, "colour", "unknown key"),
+        ({"name": None}, "name", "missing"),
+    ],
+)
+def test_a_bad_card_names_the_key_and_the_fix(card_dir: Path, changes, key, fix):
+    path = _edit(card_dir, **changes)
+    with pytest.raises(CardError, match=key) as info:
+        load_card(path)
+    assert fix in str(info.value)
+
+
+def test_a_file_that_does_not_parse_is_refused(card_dir: Path):
+    (card_dir / "problems.jsonl").write_text('{"id": 1, "question": "x"\n')
+    with pytest.raises(CardError, match="data: problems.jsonl does not parse"):
+        load_card(card_dir / "task.yaml")
+
+
+def test_csv_and_parquet_and_a_validation_file_and_a_verifier_of_your_own(card_dir: Path):
+    import polars as pl
+
+    rows = pl.read_ndjson(card_dir / "problems.jsonl")
+    rows.head(40).write_csv(card_dir / "train.csv")
+    rows.tail(20).write_parquet(card_dir / "val.parquet")
+    (card_dir / "check.py").write_text(
+        "def same(completion, gold):\n    return completion.strip().endswith(gold)\n"
+    )
+    path = _edit(
+        card_dir, data="train.csv", validation="val.parquet", verifier="check.py:same", few_shot=0
+    )
+    card = load_card(path)
+    assert (len(card.problems("train")), len(card.problems("test"))) == (40, 20)
+    task = get_task(str(path), "chat")
+    assert task.verify("it is 12", "12") and not task.verify("12 it is", "12")
+
+
+def test_a_reward_function_of_yours_runs_unchanged_and_is_checked(monkeypatch):
+    """TRL's signature; a raise, a NaN or a wrong length stops the run naming the problem and
+    the completion."""
+    from isolab.rl.rewards import RewardFunctionError, get_reward
+
+    monkeypatch.chdir(REPO)
+    task = get_task(str(CARD), "chat")
+    fn = get_reward("examples/word-problems/my_reward.py:my_reward", task)
+    chat = [
+        [{"role": "assistant", "content": "\\boxed{7}"}],
+        [{"role": "assistant", "content": "x"}],
+    ]
+    assert fn(prompts=[[], []], completions=chat, answer=["7", "7"]) == [1.0, 0.0]
+    assert RunConfig(reward="examples/word-problems/my_reward.py:my_reward").reward
+    for body, says in (
+        ("raise KeyError('boom')", "raised KeyError"),
+        ("return [float('nan')] * len(completions)", "finite number"),
+        ("return [1.0]", "list of 1 for 2 completions"),
+    ):
+        monkeypatch.setattr(
+            "isolab.rl.rewards.load_function",
+            lambda *a, body=body: _compiled(body),
+        )
+        bad = get_reward("whatever:f", task)
+        with pytest.raises(RewardFunctionError, match=says) as info:
+            bad(prompts=["Q1?", "Q2?"], completions=["c1", "c2"], answer=["7", "8"])
+        assert "whatever:f" in str(info.value)
+        if "finite" in says or "raised" in says:
+            assert "Q1?" in str(info.value) and "c1" in str(info.value)
+
+
+def _compiled(body: str):
+    scope: dict = {}
+    exec(f"def f(prompts, completions, answer, **kwargs):\n    {body}\n", scope)
+    return scope["f"]
+
+
+def test_a_reward_that_does_not_import_is_refused_before_any_run():
+    with pytest.raises(ValueError, match="reward = .*no file"):
+        RunConfig(reward="nowhere/my_reward.py:my_reward")
+    with pytest.raises(ValueError, match="has no function nothing"):
+        RunConfig(reward=f"{EXAMPLE / 'my_reward.py'}:nothing")
+
+
+def test_bad_input_exits_2_and_leaves_no_run(cli, card_dir: Path, tmp_path: Path):
+    _edit(card_dir, answer="solution")
+    run = yaml.safe_load((EXAMPLE / "run.yaml").read_text())
+    run["task"] = str(card_dir / "task.yaml")
+    run["reward"] = "sparse"
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump(run))
+    db = tmp_path / "store.db"
+    r = cli("train", str(cfg), "--tracking-uri", f"sqlite:///{db}")
+    assert r.exit_code == 2, r.output
+    assert "answer" in r.output and "solution" in r.output
+    assert not db.exists() or "RUNNING" not in db.read_bytes().decode("latin-1")
+
+
+def test_your_problems_your_reward_your_model_plan_and_train(cli, tmp_path: Path, monkeypatch):
+    """The README's commands on the example (card, reward function) with a local model folder:
+    `isolab flops` plans it, `isolab train` runs it; the plan's FLOPs match the run's ledger
+    within 10%, the reward costs 0 FLOPs, and the run finishes with its evaluation of the
+    card's held-out problems logged."""
+    import sys
+
+    import mlflow
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from helpers import tiny_chat_model
+
+    from isolab.planning import plan_config
+    from isolab.tracking.tags import mlflow_key
+    from isolab.vocab import EVAL_AVG
+
+    model = tiny_chat_model(tmp_path / "my-model")
+    monkeypatch.chdir(REPO)  # the example's paths are relative to the repository root
+    sets = ["--set", f"model={model}", "--set", "M=2", "--set", "eval_problems=6"]
+    planned = cli("flops", str(EXAMPLE / "run.yaml"), *sets)
+    assert planned.exit_code == 0, planned.output
+    assert "reward" in planned.output and "0.000e+00" in planned.output
+    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    trained = cli("train", str(EXAMPLE / "run.yaml"), *sets, "--tracking-uri", uri)
+    assert trained.exit_code == 0, trained.output
+    run = yaml.safe_load((EXAMPLE / "run.yaml").read_text())
+    cfg = RunConfig.from_dict({**run, "model": str(model), "M": 2, "eval_problems": 6})
+    plan = plan_config(cfg)
+    client = mlflow.MlflowClient(uri)
+    (found,) = client.search_runs(
+        [client.get_experiment_by_name(cfg.experiment).experiment_id],
+        f"tags.`isolab.run_key` = '{cfg.run_key}'",
+    )
+    assert found.info.status == "FINISHED"
+    measured = found.data.metrics
+    assert measured["flops/reward"] == 0 and plan["flops/reward"] == 0
+    assert math.isfinite(measured[mlflow_key(EVAL_AVG)])
+    ratio = measured["flops/total"] / plan["flops/total"]
+    assert ratio == pytest.approx(1.0, abs=0.10), ratio
