@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 import warnings
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -50,6 +51,7 @@ ADDED_FIELDS: dict[str, Any] = {
     "train_limit": None,
     "max_grad_norm": 1.0,
     "search_oversample": 1,
+    "eval_sets": {},
 }
 
 
@@ -103,6 +105,11 @@ class RunConfig:
         eval_problems: held-out validation problems of the split.
         eval_k_samples: completions sampled per validation problem (≥ max of `eval_ks`).
         eval_ks: k values for avg@k / best@k / worst@k.
+        eval_sets: more evaluation sets, name → set, each evaluated beside the validation split
+            at the same checkpoints (`eval_problems` problems × `eval_k_samples`) and logged as
+            `eval-<name>/avg@4` …: a built-in task (`gsm8k`: its test problems), arithmetic with
+            other knobs (`arithmetic:max_digits=4,max_terms=3`, a shifted distribution), or a
+            task card's path (its validation set). Names: lower-case letters, digits, `_`.
         pool_size: size of the problem pool that difficulty labelling draws from.
         train_limit: train on the first this many problems of the split only (None = all), so
             that a finite pool saturates sooner; validation problems are unchanged.
@@ -141,6 +148,7 @@ class RunConfig:
     eval_problems: int = 64
     eval_k_samples: int = 8
     eval_ks: tuple[int, ...] = (1, 4)
+    eval_sets: dict[str, str] = field(default_factory=dict)
     pool_size: int = 4000
     train_limit: int | None = None
     data_dir: str | None = None
@@ -215,6 +223,7 @@ class RunConfig:
         if self.entropy_coef is not None and self.entropy_coef < 0:
             raise ValueError(f"entropy_coef = {self.entropy_coef}: must be ≥ 0.")
         check_extra(self.extra)  # isolab.trl_args: what `extra` and `extra.grpo` may hold
+        _check_eval_sets(self.eval_sets)
         name_path(self.experiment, "experiment")
         _check_sizes(self)
 
@@ -379,6 +388,25 @@ SWEEP_SPEC_KEYS = frozenset(
 #: refused unless `$ISOLAB_NO_SIZE_GUARDS=1` says it is meant.
 SIZE_GUARDS = {"n": 4096, "B": 65536, "M": 1_000_000, "eval samples": 10_000_000}
 SIZE_GUARD_ENV = "ISOLAB_NO_SIZE_GUARDS"
+
+
+def _check_eval_sets(sets: dict[str, str]) -> None:
+    from isolab.tasks import check_task, parse_eval_set
+
+    for name, spec in sets.items():
+        if not _EVAL_SET_NAME.match(name):
+            raise ValueError(
+                f"eval_sets.{brief(name)}: name a set with lower-case letters, digits and _ "
+                "(it becomes the metric prefix eval-<name>/)"
+            )
+        try:
+            task, _ = parse_eval_set(spec)
+            check_task(task)
+        except ValueError as exc:
+            raise ValueError(f"eval_sets.{name}: {exc}") from exc
+
+
+_EVAL_SET_NAME = re.compile(r"^[a-z0-9][a-z0-9_]{0,31}$")
 
 
 def _check_sizes(cfg: RunConfig) -> None:

@@ -48,7 +48,9 @@ DEFAULT_X = ROLLOUTS
 DEFAULT_Y = EVAL_AVG
 #: Cumulative model FLOPs (flops/), hardware FLOPs with recompute (flops_hw/), compute/, eval/:
 #: the metric families a runs table keeps (per-step flops_step/ and TRL's own are left out).
-METRIC_PREFIXES = ("compute/", "flops/", "flops_hw/", EVAL_PREFIX)
+#: Metrics of the extra evaluation sets (`RunConfig.eval_sets`): `eval-<name>/avg@4` …
+EVAL_SET_PREFIX = "eval-"
+METRIC_PREFIXES = ("compute/", "flops/", "flops_hw/", EVAL_PREFIX, EVAL_SET_PREFIX)
 
 # ---- reward systems -----------------------------------------------------------------------------
 #: Rule-based rewards: a verifier's check, no model in the loop, no reward FLOPs.

@@ -219,3 +219,46 @@ def test_your_problems_your_reward_your_model_plan_and_train(cli, tmp_path: Path
     assert math.isfinite(measured[mlflow_key(EVAL_AVG)])
     ratio = measured["flops/total"] / plan["flops/total"]
     assert ratio == pytest.approx(1.0, abs=0.10), ratio
+
+
+def test_more_evaluation_sets_log_under_their_own_prefix(tracking_uri, isolab_cache):
+    """tiny-m (trained on 1–3-digit sums) evaluated beside its validation split on 4–5-digit
+    sums, a shifted distribution: logged as eval-shifted/… at the same checkpoints, loaded
+    into the runs table, with its per-problem counts; it solves fewer of them."""
+    import mlflow
+
+    from isolab.rl.train import train
+    from isolab.tracking.runs import load_runs
+
+    cfg = RunConfig(
+        experiment="eval-sets",
+        model="tiny-m",
+        split="easy",
+        n=2,
+        B_p=4,
+        M=2,
+        eval_problems=48,
+        eval_k_samples=4,
+        eval_sets={"shifted": "arithmetic:min_digits=4,max_digits=5"},
+    )
+    result = train(cfg, tracking_uri=tracking_uri)
+    assert result.status == "FINISHED"
+    runs = load_runs("eval-sets", tracking_uri=tracking_uri)
+    assert {"eval-shifted/avg@4", "eval-shifted/best@4", "eval/avg@4"} <= set(runs.columns)
+    assert runs.height == 2  # the start and the end, both sets at each
+    assert runs["eval-shifted/avg@4"].null_count() == 0
+    assert (runs["eval-shifted/avg@4"] < runs["eval/avg@4"]).all()
+    local = mlflow.MlflowClient(tracking_uri).download_artifacts(
+        result.run_id, "eval-shifted/per_problem_counts.json"
+    )
+    counts = json.loads(Path(local).read_text())
+    assert len(counts["problem_ids"]) == 48 and set(counts["correct_counts_by_step"]) == {"0", "2"}
+
+
+def test_an_eval_set_that_cannot_load_is_refused():
+    with pytest.raises(ValueError, match="eval_sets.shifted: .*knob=integer"):
+        RunConfig(eval_sets={"shifted": "arithmetic:digits=4"})
+    with pytest.raises(ValueError, match="eval_sets.'Bad': name a set"):
+        RunConfig(eval_sets={"Bad": "arithmetic"})
+    with pytest.raises(ValueError, match="eval_sets.x: task = 'nope'"):
+        RunConfig(eval_sets={"x": "nope"})

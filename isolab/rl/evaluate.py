@@ -9,6 +9,12 @@ from isolab.metrics import metrics_from_counts
 from isolab.models.sampling import sample_and_grade
 from isolab.tasks import Task
 from isolab.tasks.base import as_text
+from isolab.vocab import EVAL_PREFIX, EVAL_SET_PREFIX
+
+
+def eval_set_metric(name: str, metric: str) -> str:
+    """`eval/avg@4` of evaluation set `name` → `eval-<name>/avg@4`."""
+    return f"{EVAL_SET_PREFIX}{name}/" + metric.removeprefix(EVAL_PREFIX)
 
 
 class Evaluator:
@@ -20,6 +26,7 @@ class Evaluator:
         self.answers = [p.answer for p in problems]
         self.ids = [p.id for p in problems]
         self.history: dict[int, list[int]] = {}
+        self.sets: dict[str, Evaluator] = {}
         checkpoints = cfg.eval_at_rollouts or ()
         self.pending = sorted(set(checkpoints))
 
@@ -33,6 +40,18 @@ class Evaluator:
         return self.cfg.eval_every > 0 and step % self.cfg.eval_every == 0
 
     def __call__(self, model, step: int, max_new_tokens: int) -> dict[str, float]:
+        out = self._evaluate(model, step, max_new_tokens)
+        for name, extra in self.sets.items():
+            metrics = extra._evaluate(model, step, max_new_tokens)
+            out.update({eval_set_metric(name, k): v for k, v in metrics.items()})
+        return out
+
+    def add_set(self, name: str, task: Task, problems) -> None:
+        """Evaluate `problems` of `task` too, at the same checkpoints and with the same samples,
+        logged as `eval-<name>/…` (`RunConfig.eval_sets`)."""
+        self.sets[name] = Evaluator(self.cfg, task, problems, self.tok, self.ledger)
+
+    def _evaluate(self, model, step: int, max_new_tokens: int) -> dict[str, float]:
         result = sample_and_grade(
             model,
             self.tok,

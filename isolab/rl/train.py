@@ -32,9 +32,10 @@ from isolab.rl import engines, vllm_cpu
 from isolab.rl.evaluate import Evaluator
 from isolab.rl.rewards import get_reward
 from isolab.rl.trainer import make_callback, make_trainer_class, timed_reward
-from isolab.tasks import Task
+from isolab.tasks import Task, eval_set_problems
 from isolab.tasks.base import as_text
 from isolab.tracking import BASE_DIGEST_TAG, RunLogger
+from isolab.vocab import EVAL_SET_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +173,10 @@ def train(
     engine = engines.engine(cfg)
     torch.manual_seed(cfg.seed)
     model, tok, task, train_problems, val_problems = prepare(cfg)
+    eval_sets = {  # before the run exists: a set that cannot load leaves no run
+        name: eval_set_problems(spec, task.style, cfg.eval_problems, cfg.data_dir)
+        for name, spec in cfg.eval_sets.items()
+    }
     max_new = cfg.max_completion_tokens
     ledger = FlopLedger(
         model.config,
@@ -223,6 +228,8 @@ def train(
             }
         )
         evaluator = Evaluator(cfg, task, val_problems, tok, ledger)
+        for name, (set_task, set_problems) in eval_sets.items():
+            evaluator.add_set(name, set_task, set_problems)
         trainer_ref: dict[str, Any] = {}
         callback = make_callback(
             trainer_ref, cfg, evaluator, logger, ledger, max_new, state, on_step
@@ -256,6 +263,15 @@ def train(
             },
             "eval/per_problem_counts.json",
         )
+        for name, extra in evaluator.sets.items():
+            logger.log_dict(
+                {
+                    "problem_ids": extra.ids,
+                    "n_samples": cfg.eval_k_samples,
+                    "correct_counts_by_step": extra.history,
+                },
+                f"{EVAL_SET_PREFIX}{name}/per_problem_counts.json",
+            )
         status = "FINISHED"
     except KeyboardInterrupt:
         status = "KILLED"

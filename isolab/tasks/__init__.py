@@ -108,3 +108,47 @@ def _module(name: str):
     from isolab.tasks import math500
 
     return math500
+
+
+#: Seed of the problems an arithmetic evaluation set draws (fixed, so that every run of a sweep
+#: is evaluated on the same problems; not a pool seed).
+EVAL_SET_SEED = 1_000_003
+
+
+def parse_eval_set(spec: str) -> tuple[str, dict[str, int]]:
+    """`arithmetic:max_digits=4,max_terms=3` → ("arithmetic", {knob: value}); a task name or a
+    card path → (it, {}). Knobs are `ArithmeticSpec`'s, for arithmetic only (ValueError)."""
+    name, sep, knobs = str(spec).partition(":")
+    if not sep or card.is_card(spec):
+        return str(spec), {}
+    if name != "arithmetic":
+        raise ValueError(
+            f"eval set {spec!r}: only arithmetic takes knobs (arithmetic:max_digits=4); give "
+            "other tasks by name or a task card's path"
+        )
+    fields = set(arithmetic.ArithmeticSpec.__dataclass_fields__)
+    out: dict[str, int] = {}
+    for part in knobs.split(","):
+        key, eq, value = part.partition("=")
+        key = key.strip()
+        if not eq or key not in fields or not value.strip().isdigit():
+            raise ValueError(
+                f"eval set {spec!r}: write knob=integer, knobs from {', '.join(sorted(fields))}"
+            )
+        out[key] = int(value)
+    arithmetic.ArithmeticSpec(**out)  # the range checks
+    return name, out
+
+
+def eval_set_problems(spec: str, style: str, count: int, data_dir: str | None = None):
+    """(Task, its first `count` evaluation problems) of an evaluation set `spec`: a built-in
+    task (arithmetic drawn from `EVAL_SET_SEED`, optionally with knobs; GSM8K's and MATH-500's
+    test problems) or a task card's validation set."""
+    name, knobs = parse_eval_set(spec)
+    task = get_task(name, style)
+    if name == "arithmetic":
+        problems = arithmetic.generate_problems(
+            count, seed=EVAL_SET_SEED, spec=arithmetic.ArithmeticSpec(**knobs)
+        )
+        return task, problems
+    return task, task.problems(split="test", data_dir=data_dir, limit=count)
