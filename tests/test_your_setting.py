@@ -180,45 +180,60 @@ def test_bad_input_exits_2_and_leaves_no_run(cli, card_dir: Path, tmp_path: Path
     assert not db.exists() or "RUNNING" not in db.read_bytes().decode("latin-1")
 
 
-def test_your_problems_your_reward_your_model_plan_and_train(cli, tmp_path: Path, monkeypatch):
+def test_your_problems_your_reward_your_model_plan_train_sweep_and_plot(
+    cli, tmp_path: Path, monkeypatch
+):
     """The README's commands on the example (card, reward function) with a local model folder:
-    `isolab flops` plans it, `isolab train` runs it; the plan's FLOPs match the run's ledger
-    within 10%, the reward costs 0 FLOPs, and the run finishes with its evaluation of the
-    card's held-out problems logged."""
+    `isolab flops` plans a run, `isolab sweep run` trains two points (n = 2, 4), `isolab
+    frontier` reads them back into its figures and tables. The plan's FLOPs match each run's
+    ledger within 10%, the reward costs 0 FLOPs, and every run finishes with its evaluation of
+    the card's held-out problems logged."""
     import sys
-
-    import mlflow
 
     sys.path.insert(0, str(Path(__file__).parent))
     from helpers import tiny_chat_model
 
     from isolab.planning import plan_config
-    from isolab.tracking.tags import mlflow_key
+    from isolab.tracking.runs import load_runs
     from isolab.vocab import EVAL_AVG
 
     model = tiny_chat_model(tmp_path / "my-model")
     monkeypatch.chdir(REPO)  # the example's paths are relative to the repository root
-    sets = ["--set", f"model={model}", "--set", "M=2", "--set", "eval_problems=6"]
-    planned = cli("flops", str(EXAMPLE / "run.yaml"), *sets)
+    run = yaml.safe_load((EXAMPLE / "run.yaml").read_text())
+    planned = cli("flops", str(EXAMPLE / "run.yaml"), "--set", f"model={model}")
     assert planned.exit_code == 0, planned.output
     assert "reward" in planned.output and "0.000e+00" in planned.output
-    uri = f"sqlite:///{tmp_path / 'store.db'}"
-    trained = cli("train", str(EXAMPLE / "run.yaml"), *sets, "--tracking-uri", uri)
-    assert trained.exit_code == 0, trained.output
-    run = yaml.safe_load((EXAMPLE / "run.yaml").read_text())
-    cfg = RunConfig.from_dict({**run, "model": str(model), "M": 2, "eval_problems": 6})
-    plan = plan_config(cfg)
-    client = mlflow.MlflowClient(uri)
-    (found,) = client.search_runs(
-        [client.get_experiment_by_name(cfg.experiment).experiment_id],
-        f"tags.`isolab.run_key` = '{cfg.run_key}'",
+    base = {k: v for k, v in run.items() if k not in ("experiment", "n", "M")}
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "my-setting",
+                "base": {**base, "model": str(model), "eval_problems": 6},
+                "axes": {"n": [2, 4]},
+                "budget_rollouts": 32,
+                "seeds": [0],
+                "eval_points": 2,
+                "metric": EVAL_AVG,
+            }
+        )
     )
-    assert found.info.status == "FINISHED"
-    measured = found.data.metrics
-    assert measured["flops/reward"] == 0 and plan["flops/reward"] == 0
-    assert math.isfinite(measured[mlflow_key(EVAL_AVG)])
-    ratio = measured["flops/total"] / plan["flops/total"]
-    assert ratio == pytest.approx(1.0, abs=0.10), ratio
+    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    swept = cli("sweep", "run", str(spec), "--workers", "1", "--tracking-uri", uri)
+    assert swept.exit_code == 0, swept.output
+    runs = load_runs("my-setting", tracking_uri=uri)
+    finals = runs.sort("step").group_by("run_key").last()
+    assert sorted(finals["n"].to_list()) == [2, 4]
+    assert (finals["flops/reward"] == 0).all() and finals[EVAL_AVG].is_not_null().all()
+    for row in finals.iter_rows(named=True):
+        cfg = RunConfig.from_dict({**base, "model": str(model), "n": row["n"], "M": row["M"]})
+        plan = plan_config(cfg)
+        assert plan["flops/reward"] == 0
+        assert row["flops/total"] / plan["flops/total"] == pytest.approx(1.0, abs=0.10)
+    out = tmp_path / "frontier"
+    plotted = cli("frontier", "my-setting", "--tracking-uri", uri, "--out", str(out), "--no-log")
+    assert plotted.exit_code == 0, plotted.output
+    assert any(out.rglob("*.png")) and any(out.rglob("*.csv")), sorted(out.rglob("*"))
 
 
 def test_more_evaluation_sets_log_under_their_own_prefix(tracking_uri, isolab_cache):
