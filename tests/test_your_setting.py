@@ -5,7 +5,6 @@ with the key and the fix (examples/word-problems)."""
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from pathlib import Path
 
