@@ -217,6 +217,13 @@ def test_your_problems_your_reward_your_model_plan_train_sweep_and_plot(
             }
         )
     )
+    probed = cli("sweep", "plan", str(spec), "--probe")
+    assert probed.exit_code == 0, probed.output
+    assert "probe of" in probed.output and "ms per rollout" in probed.output
+    from isolab.sweep.probe import timing_path
+
+    cached = timing_path(RunConfig.from_dict({**base, "model": str(model)}))
+    assert json.loads(cached.read_text())["measured"]["samples"] == 16  # reused from now on
     uri = f"sqlite:///{tmp_path / 'store.db'}"
     swept = cli("sweep", "run", str(spec), "--workers", "1", "--tracking-uri", uri)
     assert swept.exit_code == 0, swept.output

@@ -8,6 +8,7 @@ notebook meets the same ones.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import signal
 from pathlib import Path
@@ -46,12 +47,25 @@ def register(app: typer.Typer) -> None:
     app.add_typer(sweep_app, name="sweep")
 
 
-def load_plan(spec_path: Path) -> SweepPlan:
-    """Spec → plan, or exit 2 naming the field at fault."""
+def load_plan(spec_path: Path, probe: bool = False) -> SweepPlan:
+    """Spec → plan, or exit 2 naming the field at fault; `probe`: wall times from a measured
+    probe of the base model on this machine (`isolab.sweep.probe`)."""
     from isolab.sweep import SpecError, SweepSpec, plan_sweep, split_sizes
 
     try:
         spec = SweepSpec.from_yaml(spec_path)
+        if probe:
+            from isolab.sweep.probe import probe_timing
+
+            timing, record = probe_timing(spec.base)
+            m = record["measured"]
+            console.print(
+                f"probe of {safe(spec.base.model)} here ({safe(record['machine'])}): "
+                f"{m['samples']} completions of {m['completion_tokens']} tokens in "
+                f"{m['generate_s']:.2f} s, forward + backward {m['forward_backward_s']:.2f} s, "
+                f"load {m['load_s']:.1f} s → {timing.rollout_s * 1e3:.1f} ms per rollout"
+            )
+            spec = dataclasses.replace(spec, timing=timing)
         return plan_sweep(spec, split_sizes(spec))
     except SpecError as exc:
         fail(f"{spec_path}: {exc}")
@@ -74,12 +88,20 @@ def _values(values: dict) -> str:
 def plan_cmd(
     spec: SpecPath,
     workers: Annotated[int, typer.Option(help="Workers, for the wall-time estimate.")] = 1,
+    probe: Annotated[
+        bool,
+        typer.Option(
+            help="Measure the wall-time coefficients with a short probe of the base model on "
+            "this machine (cached; a model load and seconds of compute)."
+        ),
+    ] = False,
 ) -> None:
     """Print the grid (n, B_p, B, M, planned FLOPs, ρ, estimated wall time) and every dropped point with its reason.
 
-    Touches no store and starts nothing.
+    Touches no store and starts no run. Wall times assume tiny-model speeds unless the spec
+    gives `timing:` or `--probe` measures the base model here.
     """
-    plan = load_plan(spec)
+    plan = load_plan(spec, probe=probe)
     s = plan.spec
     axes = [a for a in s.varying if a not in ("n", "B_p", "B")]  # those have their own columns
     table = Table(
@@ -132,7 +154,15 @@ def plan_cmd(
         f"estimated wall time {_duration(plan.est_wall_s / max(1, workers))} "
         f"with {workers} worker(s)"
     )
+    from isolab.models import is_tiny
     from isolab.sweep.plan import MAX_WALL_HOURS, wall_hours
+    from isolab.sweep.spec import Timing
+
+    if not probe and not is_tiny(s.base.model) and s.timing == Timing():
+        console.print(
+            f"[bold yellow]note:[/] wall times assume tiny-model speeds; {safe(s.base.model)} is "
+            "far slower per rollout: add --probe to measure it here."
+        )
 
     if wall_hours(plan, workers) > MAX_WALL_HOURS:
         console.print(

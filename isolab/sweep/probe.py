@@ -1,0 +1,142 @@
+"""A measured wall-time estimate: a short probe of the sweep's own model on this machine.
+
+`Timing`'s defaults were measured with tiny-m; a real LM is orders of magnitude slower per
+rollout (`sweep plan` once estimated 8 s for a SmolLM2 run that took 159 s). `probe_timing`
+loads the model, generates one batch of the task's prompts at full completion length, runs one
+forward and backward pass over it and one AdamW step, and turns those times into a `Timing`:
+
+- `eval_sample_s`: generation seconds per sampled completion;
+- `rollout_s`: generation plus one forward and backward pass, per rollout (TRL's extra
+  log-prob passes — reference, old policy — are not timed: a lower bound of the rate);
+- `step_s`: the optimizer step, plus the tiny-model default's fixed cost per step;
+- `setup_s`: loading the model, plus the default's.
+
+Each is at least the default (the defaults hold TRL's per-rollout overhead, which a bare probe
+does not see). The result is cached per model (weights digest, or the folder's path and
+modification time), task, completion length and machine (CPU model, threads, GPU) under
+`<cache>/timing/`: a probe costs a model load and a few seconds of compute, once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from isolab import difficulty, models
+from isolab.config import RunConfig
+from isolab.paths import cache_root
+from isolab.sweep.spec import Timing
+from isolab.tasks import task_id
+from isolab.tasks.base import as_text
+
+#: Prompts of a probe (the task's first training prompts), and completions per prompt: a batch
+#: of 16, as GRPO generates in groups (per-sample cost falls with the batch on a CPU).
+PROBE_PROMPTS, PROBE_GROUP = 4, 4
+
+
+def machine_signature() -> str:
+    """CPU model, usable threads and GPU: what a timing measured here holds for."""
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return f"{cpu} · {torch.get_num_threads()} threads · {gpu}"
+
+
+def _model_identity(name: str) -> str:
+    digest = models.digest(name)
+    if digest:
+        return digest
+    path = Path(name)
+    if path.is_dir():
+        return f"{path.resolve()}@{max(p.stat().st_mtime_ns for p in path.iterdir())}"
+    return name  # a hub id: its revision is not known before loading
+
+
+def timing_path(cfg: RunConfig) -> Path:
+    """Where the probe of `cfg`'s model, task and completion length on this machine is cached."""
+    key = json.dumps(
+        [
+            _model_identity(cfg.model),
+            task_id(cfg.task),
+            cfg.max_completion_tokens,
+            machine_signature(),
+        ]
+    )
+    safe = cfg.model.replace("/", "--")[-60:]
+    return cache_root() / "timing" / f"{safe}__{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+
+
+def probe_timing(cfg: RunConfig, *, refresh: bool = False) -> tuple[Timing, dict]:
+    """(Timing, what was measured) for `cfg`'s model, task and completion length on this
+    machine, from the cache unless `refresh` (see the module docstring)."""
+    path = timing_path(cfg)
+    if path.exists() and not refresh:
+        record = json.loads(path.read_text())
+        return Timing(**record["timing"]), record
+    import torch
+    import transformers  # noqa: F401  (imported once per worker: not part of a run's setup)
+
+    t0 = time.perf_counter()
+    model, tok = models.load(cfg.model, trust_remote_code=cfg.trust_remote_code)
+    load_s = time.perf_counter() - t0
+    task = difficulty.task_for(cfg.model, cfg.task)
+    problems = task.problems(split="train", limit=PROBE_PROMPTS, data_dir=cfg.data_dir)
+    prompts = [as_text(task.prompt(p), tok) for p in problems for _ in range(PROBE_GROUP)]
+    enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    tokens = cfg.max_completion_tokens
+    gen = dict(do_sample=True, temperature=cfg.temperature, pad_token_id=tok.pad_token_id)
+    with torch.no_grad():  # one-time costs (kernels, caches) out of the measurement
+        model.generate(**enc, max_new_tokens=1, **gen)
+        t0 = time.perf_counter()
+        out = model.generate(**enc, max_new_tokens=tokens, min_new_tokens=tokens, **gen)
+        generate_s = time.perf_counter() - t0
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-7)
+    t0 = time.perf_counter()
+    logits = model(out).logits
+    logits.float().log_softmax(-1).mean().backward()
+    backward_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    optimizer.step()
+    step_s = time.perf_counter() - t0
+    default = Timing()
+    n = len(prompts)
+    timing = Timing(
+        setup_s=default.setup_s + load_s,
+        step_s=default.step_s + step_s,
+        rollout_s=max(default.rollout_s, (generate_s + backward_s) / n),
+        eval_sample_s=max(default.eval_sample_s, generate_s / n),
+    )
+    record = {
+        "timing": asdict(timing),
+        "measured": {
+            "load_s": load_s,
+            "generate_s": generate_s,
+            "forward_backward_s": backward_s,
+            "optimizer_step_s": step_s,
+            "samples": n,
+            "completion_tokens": tokens,
+            "prompt_tokens": int(enc["input_ids"].shape[1]),
+        },
+        "model": cfg.model,
+        "task": task_id(cfg.task),
+        "machine": machine_signature(),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(record, indent=2) + "\n")
+    tmp.replace(path)
+    return timing, record
