@@ -22,7 +22,7 @@ from isolab.paths import name_path
 from isolab.trl_args import check_extra
 from isolab.typed_fields import typed_fields
 from isolab.userinput import brief, read_yaml
-from isolab.vocab import REWARDS
+from isolab.vocab import MODEL_BASED, REWARDS
 
 LR_SCALINGS = ("sqrt", "const", "linear")
 RECIPES = ("auto", "kl_entropy", "kl", "entropy", "none")
@@ -186,12 +186,7 @@ class RunConfig:
         _check_choice("recipe", self.recipe, RECIPES)
         _check_choice("split", self.split, SPLITS)
         _check_choice("generation", self.generation, GENERATIONS)
-        if ":" in self.reward:  # a function of the user's: it must import
-            from isolab.tasks.card import load_function
-
-            load_function(self.reward, Path.cwd(), "reward")
-        else:
-            _check_choice("reward", self.reward, REWARDS)
+        _check_reward(self.reward, self.extra)
         if self.lora_rank < 0:
             raise ValueError(f"lora_rank = {self.lora_rank}: use 0 for full fine-tuning or r > 0.")
         if not self.eval_ks or min(self.eval_ks) < 1:
@@ -388,6 +383,32 @@ SWEEP_SPEC_KEYS = frozenset(
 #: refused unless `$ISOLAB_NO_SIZE_GUARDS=1` says it is meant.
 SIZE_GUARDS = {"n": 4096, "B": 65536, "M": 1_000_000, "eval samples": 10_000_000}
 SIZE_GUARD_ENV = "ISOLAB_NO_SIZE_GUARDS"
+
+
+def _check_reward(reward: str, extra: dict[str, Any]) -> None:
+    """One reward system, a function of the user's (it must import), or a sum of them (`+`)
+    with at most one model-based part and as many `extra.grpo.reward_weights` as parts."""
+    from isolab.tasks.card import load_function
+
+    parts = [part.strip() for part in reward.split("+")]
+    for part in parts:
+        if not part:
+            raise ValueError(f"reward = {brief(reward)}: an empty part; write a + b")
+        if ":" in part:
+            load_function(part, Path.cwd(), "reward")
+        else:
+            _check_choice("reward", part, REWARDS)
+    if sum(part in MODEL_BASED for part in parts) > 1:
+        raise ValueError(
+            f"reward = {brief(reward)}: at most one model-based part (orm, prm, proxy-prm) in a "
+            "sum: the ledger charges one reward model"
+        )
+    weights = (extra.get("grpo") or {}).get("reward_weights")
+    if weights is not None and (not isinstance(weights, list) or len(weights) != len(parts)):
+        raise ValueError(
+            f"extra.grpo.reward_weights = {brief(weights)}: give one weight per part of reward "
+            f"({len(parts)}: {', '.join(parts)})"
+        )
 
 
 def _check_eval_sets(sets: dict[str, str]) -> None:

@@ -283,3 +283,36 @@ def test_an_eval_set_that_cannot_load_is_refused():
         RunConfig(eval_sets={"Bad": "arithmetic"})
     with pytest.raises(ValueError, match="eval_sets.x: task = 'nope'"):
         RunConfig(eval_sets={"x": "nope"})
+
+
+def test_a_sum_of_rewards_trains_with_each_part_logged(tracking_uri, isolab_cache, monkeypatch):
+    """`reward: sparse + my_reward.py:my_reward` with weights: TRL gets both functions and logs
+    each one's mean; bad sums are refused before any run."""
+    import mlflow
+
+    from isolab.rl.train import train
+
+    monkeypatch.chdir(REPO)
+    mine = "examples/word-problems/my_reward.py:my_reward"
+    with pytest.raises(ValueError, match="at most one model-based part"):
+        RunConfig(reward="orm + prm")
+    with pytest.raises(ValueError, match="one weight per part of reward"):
+        RunConfig(reward=f"sparse + {mine}", extra={"grpo": {"reward_weights": [1.0]}})
+    with pytest.raises(ValueError, match="an empty part"):
+        RunConfig(reward="sparse + ")
+    cfg = RunConfig(
+        experiment="reward-sum",
+        model="tiny-m",
+        split="easy",
+        reward=f"sparse + {mine}",
+        extra={"grpo": {"reward_weights": [0.8, 0.2]}},
+        n=2,
+        B_p=4,
+        M=2,
+        eval_problems=8,
+        eval_k_samples=4,
+    )
+    result = train(cfg, tracking_uri=tracking_uri)
+    assert result.status == "FINISHED" and result.final_metrics["flops/reward"] == 0
+    metrics = mlflow.MlflowClient(tracking_uri).get_run(result.run_id).data.metrics
+    assert {"rewards/sparse_reward/mean", "rewards/my_reward/mean"} <= set(metrics)

@@ -31,7 +31,7 @@ from typing import Any, Protocol, cast
 from isolab import models
 from isolab.models import reward as reward_models
 from isolab.models.reward import DEFAULT_REWARD_MODELS, proxy_config, reward_model_name
-from isolab.models.reward.configs import is_user_reward
+from isolab.models.reward.configs import is_user_reward, reward_parts
 from isolab.tasks import Task
 from isolab.tasks.card import load_function
 from isolab.tasks.grading import extract_boxed, extract_gsm8k_answer, normalize_number
@@ -374,6 +374,17 @@ def user_reward(spec: str) -> Callable[..., list[float]]:
 
 
 # ---- selection -----------------------------------------------------------------------------
+def get_rewards(
+    name: str,
+    task: Task,
+    reward_model: str | dict | None = None,
+    trust_remote_code: bool = False,
+) -> list[Callable[..., list[float]]]:
+    """The reward functions of `name`: one, or one per part of a sum (`sparse +
+    my_reward.py:fn`), each as `get_reward` builds it."""
+    return [get_reward(part, task, reward_model, trust_remote_code) for part in reward_parts(name)]
+
+
 def get_reward(
     name: str,
     task: Task,

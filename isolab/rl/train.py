@@ -30,7 +30,7 @@ from isolab.config import RunConfig
 from isolab.models.reward import reward_model_config_for
 from isolab.rl import engines, vllm_cpu
 from isolab.rl.evaluate import Evaluator
-from isolab.rl.rewards import get_reward
+from isolab.rl.rewards import get_rewards
 from isolab.rl.trainer import make_callback, make_trainer_class, timed_reward
 from isolab.tasks import Task, eval_set_problems
 from isolab.tasks.base import as_text
@@ -187,9 +187,12 @@ def train(
     )
     # the reward model loads before the run exists: a model that cannot load (or whose own code
     # is not trusted) leaves no FAILED run behind
-    reward = timed_reward(
-        get_reward(cfg.reward, task, cfg.extra.get("reward_model"), cfg.trust_remote_code), ledger
-    )
+    rewards = [
+        timed_reward(fn, ledger)
+        for fn in get_rewards(
+            cfg.reward, task, cfg.extra.get("reward_model"), cfg.trust_remote_code
+        )
+    ]
     vllm_on_cpu = engine == "vllm" and not torch.cuda.is_available()
     if vllm_on_cpu:  # refused before the run exists; kernels that keep the weights (vllm_cpu)
         vllm_cpu.check_head_size(model.config, cfg.model)
@@ -238,7 +241,7 @@ def train(
             warnings.simplefilter("ignore", UserWarning)
             trainer = make_trainer_class(engine == "vllm")(
                 model=model,
-                reward_funcs=[reward],
+                reward_funcs=rewards,
                 args=args,
                 train_dataset=dataset,
                 processing_class=tok,

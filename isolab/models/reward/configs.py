@@ -118,6 +118,10 @@ def reward_model_name(name: str, reward_model: str | dict | None) -> str | None:
 def reward_model_config(name: str, style: str, reward_model: str | dict | None = None):
     """The `PretrainedConfig` whose forward passes reward system `name` charges, or None for a
     rule-based one. Reads no weights, so planning never builds or downloads a model."""
+    parts = reward_parts(name)
+    if len(parts) > 1:  # a sum of rewards: the one model-based part (if any) is charged
+        priced = [p for p in parts if p in MODEL_BASED]
+        return reward_model_config(priced[0], style, reward_model) if priced else None
     if is_user_reward(name):  # a function of the user's: no reward model to charge
         return None
     if name not in REWARDS:
@@ -130,6 +134,12 @@ def reward_model_config(name: str, style: str, reward_model: str | dict | None =
     if is_reward_preset(spec):
         return reward_preset_config(spec)
     return _hub_config(spec)
+
+
+def reward_parts(name: str) -> list[str]:
+    """The reward functions of `reward`: `sparse + my_reward.py:fn` → two, summed by TRL (or
+    weighted by `extra.grpo.reward_weights`); a single name → itself."""
+    return [part.strip() for part in str(name).split("+")]
 
 
 def is_user_reward(name: str) -> bool:
