@@ -114,6 +114,34 @@ def expected_lengths(
     return float(np.mean(lens)), float(max_completion_tokens)
 
 
+def reward_length(cfg: RunConfig, completion_len: float) -> float | None:
+    """Tokens a hub ORM or PRM scores per rollout: its own transcript of the prompt (measured
+    with its tokenizer on 50 training problems) plus `completion_len`; None where the reward
+    reads the policy's prompt and completion as they are (the tiny reward models, proxy-prm)."""
+    from isolab.models.reward import configs as rm
+    from isolab.models.reward import hub
+
+    parts = [p for p in rm.reward_parts(cfg.reward) if p in ("orm", "prm")]
+    if not parts or models.is_tiny(cfg.model):
+        return None
+    name = rm.reward_model_name(parts[0], cfg.extra.get("reward_model"))
+    name = name or rm.DEFAULT_REWARD_MODELS[(parts[0], "chat")]
+    if models.is_reward_preset(name):
+        return None
+    from isolab.tasks import get_task
+
+    tok = rm.hub_tokenizer(name)
+    task = get_task(cfg.task, "chat")
+    prompts = [
+        task.prompt(p) for p in task.problems(split="train", limit=50, data_dir=cfg.data_dir)
+    ]
+    texts = (hub.hub_orm_texts if parts[0] == "orm" else hub.hub_prm_texts)(
+        tok, prompts, [""] * len(prompts)
+    )
+    lens = [len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    return float(np.mean(lens)) + completion_len
+
+
 def plan_config(
     cfg: RunConfig, prompt_len: float | None = None, completion_len: float | None = None
 ) -> dict[str, Any]:
@@ -137,5 +165,6 @@ def plan_config(
         reward_model_config=reward_model_config_for(cfg),
         old_policy_forward=cfg.num_iterations > 1 or engines.engine(cfg) == "vllm",
         search_oversample=cfg.search_oversample,
+        reward_len=reward_length(cfg, completion_len),
     )
     return {**plan, "prompt_len": prompt_len, "completion_len": completion_len}

@@ -110,10 +110,11 @@ CHAT_TEMPLATE = (
 )
 
 
-def tiny_chat_model(folder: Path) -> Path:
+def tiny_chat_model(folder: Path, reward_model: bool = False) -> Path:
     """A local instruct-model folder small enough to train in seconds: a random 2-layer Llama
     (hidden 32) over a character-level tokenizer of printable ASCII with a ChatML template, as
-    a user's own model folder would be (`model: <folder>`). Returns the folder."""
+    a user's own model folder would be (`model: <folder>`); with `reward_model`, the same as a
+    one-logit sequence classifier (`extra: {reward_model: <folder>}`). Returns the folder."""
     import string
 
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
@@ -149,6 +150,12 @@ def tiny_chat_model(folder: Path) -> Path:
     import torch
 
     torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(folder)
+    if reward_model:
+        from transformers import LlamaForSequenceClassification
+
+        config.num_labels = 1
+        LlamaForSequenceClassification(config).save_pretrained(folder)
+    else:
+        LlamaForCausalLM(config).save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder

@@ -316,3 +316,38 @@ def test_a_sum_of_rewards_trains_with_each_part_logged(tracking_uri, isolab_cach
     assert result.status == "FINISHED" and result.final_metrics["flops/reward"] == 0
     metrics = mlflow.MlflowClient(tracking_uri).get_run(result.run_id).data.metrics
     assert {"rewards/sparse_reward/mean", "rewards/my_reward/mean"} <= set(metrics)
+
+
+def test_a_reward_model_of_yours_from_a_folder_is_charged_as_planned(
+    tmp_path: Path, monkeypatch
+):
+    """`reward: orm` with `extra: {reward_model: <folder>}`: a local sequence classifier scores
+    the rollouts, and the ledger charges its forward passes as the plan does (within 10%)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from helpers import tiny_chat_model
+
+    from isolab.planning import plan_config
+    from isolab.rl.train import train
+
+    monkeypatch.chdir(REPO)
+    policy = tiny_chat_model(tmp_path / "policy")
+    judge = tiny_chat_model(tmp_path / "judge", reward_model=True)
+    run = yaml.safe_load((EXAMPLE / "run.yaml").read_text())
+    cfg = RunConfig.from_dict(
+        {
+            **run,
+            "model": str(policy),
+            "reward": "orm",
+            "extra": {"reward_model": str(judge)},
+            "M": 2,
+            "eval_problems": 4,
+        }
+    )
+    plan = plan_config(cfg)
+    result = train(cfg, tracking_uri=f"sqlite:///{tmp_path / 'store.db'}")
+    assert result.status == "FINISHED"
+    charged = result.final_metrics["flops/reward"]
+    assert charged > 0 and plan["flops/reward"] > 0
+    assert charged / plan["flops/reward"] == pytest.approx(1.0, abs=0.10)

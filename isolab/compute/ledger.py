@@ -225,6 +225,7 @@ def plan_run(
     logits_len: int | None = None,
     old_policy_forward: bool | None = None,
     search_oversample: int = 1,
+    reward_len: float | None = None,
 ) -> dict[str, float]:
     """Planned FLOPs of a GRPO run from expected lengths, under the ledger's names.
 
@@ -241,6 +242,9 @@ def plan_run(
     Args:
         logits_len: LM-head positions per sequence in log-prob passes; default
             ``completion_len`` (TRL's fused head on CUDA).
+        reward_len: tokens the reward model scores per rollout; default ``prompt_len +
+            completion_len`` (a hub ORM or PRM reads its own transcript of the rollout:
+            `isolab.planning` measures it).
         old_policy_forward: whether TRL computes old-policy log-probs; default
             ``num_iterations > 1``. Generation through vLLM always does (TRL's importance
             sampling correction of the vLLM–policy mismatch).
@@ -278,7 +282,8 @@ def plan_run(
     )
     ledger.record_generation([int(prompt_len)] * generated, [int(completion_len)] * generated)
     if reward_model_config is not None:
-        ledger.record_reward_model([seq[0]] * generated)
+        scored = seq[0] if reward_len is None else int(reward_len)
+        ledger.record_reward_model([scored] * generated)
     if num_iterations > 1 if old_policy_forward is None else old_policy_forward:
         ledger.record_old_policy_forward(seq, logits)
     if beta > 0:

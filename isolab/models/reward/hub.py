@@ -106,17 +106,26 @@ def score_hub_outcome(
     model, tok, prompts: Sequence[Any], completions: Sequence[str], batch_size: int = 16
 ):
     """A hub ORM's score (its first logit) of each chat transcript, and the tokens scored."""
-    texts = []
-    for prompt, completion in zip(prompts, completions, strict=True):
-        messages = [{"role": "user", "content": _user_text(prompt)}]
-        messages.append({"role": "assistant", "content": completion})
-        texts.append(tok.apply_chat_template(messages, tokenize=False))
+    texts = hub_orm_texts(tok, prompts, completions)
     scores: list[float] = []
     seq_lens: list[int] = []
     for enc, out in _hub_batches(model, tok, texts, batch_size):
         scores += out.logits[:, 0].float().tolist()
         seq_lens += enc["attention_mask"].sum(dim=1).tolist()
     return scores, seq_lens
+
+
+def hub_orm_texts(tok, prompts: Sequence[Any], completions: Sequence[str]) -> list[str]:
+    """Transcripts a hub ORM scores: the prompt's user text and the completion, in its chat
+    template (the policy's system prompt and worked answers are not shown to it)."""
+    texts = []
+    for prompt, completion in zip(prompts, completions, strict=True):
+        messages = [
+            {"role": "user", "content": _user_text(prompt)},
+            {"role": "assistant", "content": completion},
+        ]
+        texts.append(tok.apply_chat_template(messages, tokenize=False))
+    return texts
 
 
 def hub_prm_texts(tok, prompts: Sequence[Any], completions: Sequence[str]) -> list[str]:
