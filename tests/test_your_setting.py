@@ -318,9 +318,7 @@ def test_a_sum_of_rewards_trains_with_each_part_logged(tracking_uri, isolab_cach
     assert {"rewards/sparse_reward/mean", "rewards/my_reward/mean"} <= set(metrics)
 
 
-def test_a_reward_model_of_yours_from_a_folder_is_charged_as_planned(
-    tmp_path: Path, monkeypatch
-):
+def test_a_reward_model_of_yours_from_a_folder_is_charged_as_planned(tmp_path: Path, monkeypatch):
     """`reward: orm` with `extra: {reward_model: <folder>}`: a local sequence classifier scores
     the rollouts, and the ledger charges its forward passes as the plan does (within 10%)."""
     import sys
