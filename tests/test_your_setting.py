@@ -119,6 +119,16 @@ def test_csv_and_parquet_and_a_validation_file_and_a_verifier_of_your_own(card_d
     assert (len(card.problems("train")), len(card.problems("test"))) == (40, 20)
     task = get_task(str(path), "chat")
     assert task.verify("it is 12", "12") and not task.verify("12 it is", "12")
+    (card_dir / "check.py").write_text(
+        "def same(completion, gold):\n"
+        "    if 'boom' in completion:\n        raise KeyError(gold)\n"
+        "    return 0.5 if 'half' in completion else completion.strip().endswith(gold)\n"
+    )
+    task = get_task(str(path), "chat")
+    with pytest.raises(RuntimeError, match="raised KeyError.*boom"):
+        task.verify("boom", "12")
+    with pytest.raises(RuntimeError, match="returned 0.5.*True or False"):
+        task.verify("half", "12")
 
 
 def test_a_reward_function_of_yours_runs_unchanged_and_is_checked(monkeypatch):

@@ -226,7 +226,8 @@ def load_function(spec: str, base: Path, what: str) -> Callable:
             file = file if file.is_absolute() else (base / file)
             if not file.is_file():
                 raise ValueError(f"{what} = {brief(spec)}: no file {file}")
-            key = f"isolab_user_{hashlib.sha256(str(file.resolve()).encode()).hexdigest()[:12]}"
+            stamp = f"{file.resolve()}@{file.stat().st_mtime_ns}"  # an edited file reloads
+            key = f"isolab_user_{hashlib.sha256(stamp.encode()).hexdigest()[:12]}"
             module = sys.modules.get(key)
             if module is None:
                 loaded = importlib.util.spec_from_file_location(key, file)
@@ -265,7 +266,21 @@ def verifier_of(card: TaskCard) -> Callable[[str, str], bool]:
     func = load_function(card.verifier, card.path.parent, f"task card {card.path}: verifier")
 
     def user_verify(completion: str, gold: str) -> bool:
-        return bool(func(completion, gold))
+        try:
+            out = func(completion, gold)
+        except Exception as exc:  # the run stops FAILED, with what it was grading
+            raise RuntimeError(
+                f"verifier {card.verifier} of task card {card.path} raised "
+                f"{type(exc).__name__}: {exc} on the completion {brief(completion)} (gold "
+                f"answer {brief(gold)})"
+            ) from exc
+        if not isinstance(out, bool | int) or isinstance(out, float):
+            raise RuntimeError(
+                f"verifier {card.verifier} of task card {card.path} returned {brief(out)} for "
+                f"the completion {brief(completion)} (gold answer {brief(gold)}): return "
+                "True or False"
+            )
+        return bool(out)
 
     return user_verify
 
