@@ -51,6 +51,7 @@
 scale = "cpu"  # smoke | cpu | gpu
 workers = 2  # runs at once, when a sweep has to run
 rerun = False  # True: run the sweep even when runs/nstar/<scale>/ holds a snapshot
+runs = None  # your own sweep over n (and B_p) instead: an MLflow experiment or a snapshot folder
 
 # %%
 # %matplotlib inline
@@ -66,7 +67,7 @@ study.describe(nstar, scale)
 # on a cut pool, `train_limit`, apart: see the saturation section).
 
 # %%
-data = study.collect(nstar, scale, workers=workers, rerun=rerun)
+data = study.collect(nstar, scale, workers=workers, rerun=rerun, runs=runs)
 data["main"].select("split", "n", "B_p", "M", "step", "compute/rollouts", "eval/avg@4")
 
 # %%
@@ -89,10 +90,10 @@ report.figure("frontier")
 report.figure("n_star")
 
 # %% [markdown]
-# The per-n fits behind the envelope (Easy split):
+# The per-n fits behind the envelope (Easy split; your own sweep's, split `all`):
 
 # %%
-report.tables["per_n_easy"]
+report.tables.get("per_n_easy", report.tables.get("per_n_all"))
 
 # %% [markdown]
 # ## The saturation gate
@@ -120,7 +121,9 @@ print(report.summary_text())
 
 # %% [markdown]
 # Save the figures, tables and findings under `runs/nstar/<scale>/` and log them to MLflow
-# (experiment `nstar/<scale>`; browse with `isolab ui`).
+# (experiment `nstar/<scale>`; browse with `isolab ui`). With `runs` (your own sweep, e.g.
+# `papermill 02_nstar_vs_compute.ipynb out.ipynb -p runs my-sweep`) nothing is saved.
 
 # %%
-study.save(nstar, scale, report)
+if runs is None:  # your own sweep's report stays in this notebook
+    study.save(nstar, scale, report)

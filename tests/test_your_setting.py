@@ -250,6 +250,24 @@ def test_your_problems_your_reward_your_model_plan_train_sweep_and_plot(
     plotted = cli("frontier", "my-setting", "--tracking-uri", uri, "--out", str(out), "--no-log")
     assert plotted.exit_code == 0, plotted.output
     assert any(out.rglob("*.png")) and any(out.rglob("*.csv")), sorted(out.rglob("*"))
+    # and through the curated notebook: 02 on your sweep's snapshot, which it leaves unsaved
+    import nbformat
+    import papermill
+
+    snap = tmp_path / "snap"
+    assert cli("runs", "export", "my-setting", str(snap), "--tracking-uri", uri).exit_code == 0
+    done = tmp_path / "02.ipynb"
+    papermill.execute_notebook(
+        str(REPO / "notebooks" / "02_nstar_vs_compute.ipynb"),
+        str(done),
+        parameters={"scale": "cpu", "runs": str(snap)},
+        cwd=str(REPO / "notebooks"),
+        progress_bar=False,
+        kernel_name="python3",
+    )
+    outputs = [o for c in nbformat.read(done, as_version=4).cells for o in c.get("outputs", [])]
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 2
+    assert any("n* grows with compute" in o.get("text", "") for o in outputs)
 
 
 def test_more_evaluation_sets_log_under_their_own_prefix(tracking_uri, isolab_cache):

@@ -39,8 +39,11 @@ def collect(
     rerun: bool = False,
     tracking_uri: str | None = None,
     progress: bool = True,
+    runs: str | None = None,
 ) -> dict[str, pl.DataFrame]:
     """Each sweep's runs table: from its snapshot, or by running the sweep and snapshotting it.
+    With `runs`, your own sweep instead (an MLflow experiment or a snapshot folder), read as
+    the study's first sweep (`main`): the notebooks' analyses then run on your setting.
 
     Args:
         study: the study or its name.
@@ -62,6 +65,8 @@ def collect(
 
     study = get(study) if isinstance(study, str) else study
     check_scale(scale)
+    if runs is not None:
+        return {study.sweeps[0]: load_runs(runs, tracking_uri=tracking_uri)}
     out: dict[str, pl.DataFrame] = {}
     for sweep in study.sweeps:
         snap = snapshot_dir(study, scale, sweep)
