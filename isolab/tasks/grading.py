@@ -28,6 +28,10 @@ log = logging.getLogger(__name__)
 
 #: Answers longer than this are not handed to sympy outside the main thread (no timer there).
 MAX_SYMPY_CHARS = 300
+#: Seconds math-verify may take per parse and comparison before an answer counts as wrong. At 2 s
+#: an equivalent pair (`(3, \pi/2)` against `\left( 3, \frac{\pi}{2} \right)`) timed out on
+#: a 2-core machine running a sweep beside the tests: a wrong grade, not a slow one.
+MATH_TIMEOUT_S = 5
 #: Answers longer than this are never handed to sympy: no real MATH answer comes close.
 MAX_ANSWER_CHARS = 2000
 
@@ -180,7 +184,7 @@ def _parse(latex: str, timeout_s: int | None) -> tuple:
     return tuple(parse(f"\\boxed{{{latex}}}", parsing_timeout=cast(int, timeout_s)))
 
 
-def math_equal(pred: str | None, gold: str, timeout_s: int = 2) -> bool:
+def math_equal(pred: str | None, gold: str, timeout_s: int = MATH_TIMEOUT_S) -> bool:
     """Whether `pred` and `gold` are the same MATH answer (LaTeX equivalence).
 
     Order of checks: equal up to cosmetic LaTeX → True; both plain numbers → compare them;
