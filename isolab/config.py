@@ -403,7 +403,8 @@ def _check_reward(reward: str, extra: dict[str, Any]) -> None:
             f"reward = {brief(reward)}: at most one model-based part (orm, prm, proxy-prm) in a "
             "sum: the ledger charges one reward model"
         )
-    weights = (extra.get("grpo") or {}).get("reward_weights")
+    grpo = extra.get("grpo")  # its shape is check_extra's to refuse
+    weights = grpo.get("reward_weights") if isinstance(grpo, dict) else None
     if weights is not None and (not isinstance(weights, list) or len(weights) != len(parts)):
         raise ValueError(
             f"extra.grpo.reward_weights = {brief(weights)}: give one weight per part of reward "
