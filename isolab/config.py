@@ -385,16 +385,27 @@ SIZE_GUARDS = {"n": 4096, "B": 65536, "M": 1_000_000, "eval samples": 10_000_000
 SIZE_GUARD_ENV = "ISOLAB_NO_SIZE_GUARDS"
 
 
+def reward_parts(name: str) -> list[str]:
+    """The reward functions of `reward`: `sparse + my_reward.py:fn` → two, summed by TRL (or
+    weighted by `extra.grpo.reward_weights`); a single name → itself."""
+    return [part.strip() for part in str(name).split("+")]
+
+
+def is_user_reward(name: str) -> bool:
+    """Whether reward `name` is a function of the user's (`module:function`)."""
+    return ":" in str(name)
+
+
 def _check_reward(reward: str, extra: dict[str, Any]) -> None:
     """One reward system, a function of the user's (it must import), or a sum of them (`+`)
     with at most one model-based part and as many `extra.grpo.reward_weights` as parts."""
     from isolab.tasks.card import load_function
 
-    parts = [part.strip() for part in reward.split("+")]
+    parts = reward_parts(reward)
     for part in parts:
         if not part:
             raise ValueError(f"reward = {brief(reward)}: an empty part; write a + b")
-        if ":" in part:
+        if is_user_reward(part):
             load_function(part, Path.cwd(), "reward")
         else:
             _check_choice("reward", part, REWARDS)

@@ -23,7 +23,7 @@ import numpy as np
 from isolab import models
 from isolab.compute.ledger import plan_run
 from isolab.compute.shapes import lora_spec
-from isolab.config import RunConfig
+from isolab.config import RunConfig, reward_parts
 from isolab.models.reward import reward_model_config_for
 from isolab.models.weights import refuse_remote_code
 from isolab.rl import engines
@@ -119,27 +119,32 @@ def reward_length(cfg: RunConfig, completion_len: float) -> float | None:
     with its tokenizer on 50 training problems) plus `completion_len`; None where the reward
     reads the policy's prompt and completion as they are (the tiny reward models, proxy-prm)."""
     from isolab.models.reward import configs as rm
-    from isolab.models.reward import hub
 
-    parts = [p for p in rm.reward_parts(cfg.reward) if p in ("orm", "prm")]
+    parts = [p for p in reward_parts(cfg.reward) if p in ("orm", "prm")]
     if not parts or models.is_tiny(cfg.model):
         return None
     name = rm.reward_model_name(parts[0], cfg.extra.get("reward_model"))
     name = name or rm.DEFAULT_REWARD_MODELS[(parts[0], "chat")]
     if models.is_reward_preset(name):
         return None
+    return _reward_prompt_len(parts[0], name, cfg.task, cfg.data_dir) + completion_len
+
+
+@functools.cache
+def _reward_prompt_len(kind: str, reward_model: str, task: str, data_dir: str | None) -> float:
+    """Mean tokens of reward model `reward_model`'s transcript (`kind`: orm or prm) of a task's
+    prompt with an empty completion, once per process: a sweep plans every point from it."""
+    from isolab.models.reward import configs as rm
+    from isolab.models.reward import hub
     from isolab.tasks import get_task
 
-    tok = rm.hub_tokenizer(name)
-    task = get_task(cfg.task, "chat")
-    prompts = [
-        task.prompt(p) for p in task.problems(split="train", limit=50, data_dir=cfg.data_dir)
-    ]
-    texts = (hub.hub_orm_texts if parts[0] == "orm" else hub.hub_prm_texts)(
+    tok = rm.hub_tokenizer(reward_model)
+    t = get_task(task, "chat")
+    prompts = [t.prompt(p) for p in t.problems(split="train", limit=50, data_dir=data_dir)]
+    texts = (hub.hub_orm_texts if kind == "orm" else hub.hub_prm_texts)(
         tok, prompts, [""] * len(prompts)
     )
-    lens = [len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
-    return float(np.mean(lens)) + completion_len
+    return float(np.mean([len(tok(x, add_special_tokens=False)["input_ids"]) for x in texts]))
 
 
 def plan_config(

@@ -106,3 +106,31 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     return lambda *args: CliRunner().invoke(app, list(args))
+
+
+@pytest.fixture(scope="module")
+def bench():
+    """benchmarks/flops_accuracy.py as a module: its FlopCounterMode measurements, which the
+    FLOP tests compare the ledger with."""
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "flops_accuracy.py"
+    spec = importlib.util.spec_from_file_location("flops_accuracy", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["flops_accuracy"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def one_thread() -> Iterator[None]:
+    """One torch thread for a module's tests: tiny matmuls on shared cores run up to 10× faster
+    without OpenMP contention (`pytestmark = pytest.mark.usefixtures("one_thread")`)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

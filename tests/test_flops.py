@@ -9,12 +9,7 @@ top-2). `tests/test_flops_families.py` covers more families, without LoRA.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
-import torch
 from helpers import tiny_llama
 from transformers import MixtralConfig, Qwen2Config, Qwen2MoeConfig
 
@@ -26,25 +21,7 @@ from isolab.compute.flops import (
 )
 from isolab.compute.shapes import LoraSpec, MoeShape, lora_targets, model_shape
 
-BENCH_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "flops_accuracy.py"
-
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("flops_accuracy", BENCH_PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["flops_accuracy"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # Tiny matmuls on shared cores: one thread avoids OpenMP contention (10× faster here).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 COMMON = dict(

@@ -24,13 +24,9 @@ the whole masked score matrix. Real windows (4096) are wider than GRPO rollouts 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
-import torch
 from transformers import (
     Gemma2Config,
     GPTNeoXConfig,
@@ -49,25 +45,7 @@ from transformers import (
 
 from isolab.compute.flops import forward_flops, generation_flops, training_flops
 
-BENCH_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "flops_accuracy.py"
-
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("flops_accuracy", BENCH_PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["flops_accuracy"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # Tiny matmuls on shared cores: one thread avoids OpenMP contention.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 COMMON = dict(

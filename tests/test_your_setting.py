@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import tiny_chat_model
 
 from isolab.config import RunConfig
 from isolab.tasks import get_task, task_id
@@ -197,11 +198,6 @@ def test_your_problems_your_reward_your_model_plan_train_sweep_and_plot(
     frontier` reads them back into its figures and tables. The plan's FLOPs match each run's
     ledger within 10%, the reward costs 0 FLOPs, and every run finishes with its evaluation of
     the card's held-out problems logged."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from helpers import tiny_chat_model
-
     from isolab.planning import plan_config
     from isolab.tracking.runs import load_runs
     from isolab.vocab import EVAL_AVG
@@ -349,11 +345,6 @@ def test_a_sum_of_rewards_trains_with_each_part_logged(tracking_uri, isolab_cach
 def test_a_reward_model_of_yours_from_a_folder_is_charged_as_planned(tmp_path: Path, monkeypatch):
     """`reward: orm` with `extra: {reward_model: <folder>}`: a local sequence classifier scores
     the rollouts, and the ledger charges its forward passes as the plan does (within 10%)."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from helpers import tiny_chat_model
-
     from isolab.planning import plan_config
     from isolab.rl.train import train
 

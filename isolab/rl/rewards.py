@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from isolab import models
+from isolab.config import is_user_reward, reward_parts
 from isolab.models import reward as reward_models
 from isolab.models.reward import DEFAULT_REWARD_MODELS, proxy_config, reward_model_name
-from isolab.models.reward.configs import is_user_reward, reward_parts
 from isolab.tasks import Task
 from isolab.tasks.card import load_function
 from isolab.tasks.grading import extract_boxed, extract_gsm8k_answer, normalize_number
@@ -359,9 +359,8 @@ def user_reward(spec: str) -> Callable[..., list[float]]:
                 f"{where} returned {got} for {len(completions)} completions: return a list "
                 "with one float per completion"
             )
-        for i, v in enumerate(values):
-            ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-            if not ok and not isinstance(v, bool):
+        for i, v in enumerate(values):  # a bool is an int: True and False are rewards too
+            if not (isinstance(v, int | float) and math.isfinite(v)):
                 raise RewardFunctionError(
                     f"{where} returned {v!r} for completion {i}: every reward must be a finite "
                     f"number. Problem {_shown(prompts[i])!r} (answer "

@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -43,16 +42,10 @@ def machine_signature() -> str:
     """CPU model, usable threads and GPU: what a timing measured here holds for."""
     import torch
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from isolab.rl.vllm_cpu import cpu_tags
+
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    return f"{cpu} · {torch.get_num_threads()} threads · {gpu}"
+    return f"{cpu_tags()['isolab.cpu']} · {torch.get_num_threads()} threads · {gpu}"
 
 
 def _model_identity(name: str) -> str:

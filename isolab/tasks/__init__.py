@@ -73,20 +73,7 @@ def get_task(name: str, style: str) -> Task:
     """The task `name` (built-in, or the path of a task card) in prompt style `raw` or `chat`."""
     if style not in ("raw", "chat"):
         raise ValueError(f"style = {style!r}: choose raw (tiny models) or chat (instruct LMs).")
-    if card.is_card(name):
-        if style == "raw":
-            raise ValueError(
-                f"task {name} prompts with chat messages: the tiny presets only know the raw "
-                "arithmetic alphabet. Use model: smollm2-135m, a hub id or a local instruct "
-                "model folder."
-            )
-        c = card.load_card(name)
-        return Task(name, style, c.chat_prompt, card.verifier_of(c), c.max_completion_tokens)
-    if name not in TASKS:
-        raise ValueError(
-            f"task = {name!r}: choose one of {', '.join(TASKS)}, or give the path of a task card "
-            "(.yaml)."
-        )
+    check_task(name)
     if name == "arithmetic":
         if style == "raw":
             return Task(name, style, arithmetic.raw_prompt, arithmetic.verify_raw, 6)
@@ -94,8 +81,12 @@ def get_task(name: str, style: str) -> Task:
     if style == "raw":
         raise ValueError(
             f"task {name} needs an instruct LM (chat prompts); the tiny models only know the "
-            "raw arithmetic alphabet. Use model: smollm2-135m or a hub id."
+            "raw arithmetic alphabet. Use model: smollm2-135m, a hub id or a local instruct "
+            "model folder."
         )
+    if card.is_card(name):
+        c = card.load_card(name)
+        return Task(name, style, c.chat_prompt, card.verifier_of(c), c.max_completion_tokens)
     module = _module(name)
     return Task(name, style, module.chat_prompt, module.verify, 256 if name == "gsm8k" else 512)
 

@@ -220,28 +220,14 @@ def load_function(spec: str, base: Path, what: str) -> Callable:
             f"{what} = {brief(spec)}: write module:function (importable) or "
             "path/to/file.py:function"
         )
+    file = Path(module_name) if module_name.endswith(".py") else None
+    if file is not None:
+        file = file if file.is_absolute() else base / file
+        if not file.is_file():
+            raise ValueError(f"{what} = {brief(spec)}: no file {file}")
     try:
-        if module_name.endswith(".py"):
-            file = Path(module_name)
-            file = file if file.is_absolute() else (base / file)
-            if not file.is_file():
-                raise ValueError(f"{what} = {brief(spec)}: no file {file}")
-            stamp = f"{file.resolve()}@{file.stat().st_mtime_ns}"  # an edited file reloads
-            key = f"isolab_user_{hashlib.sha256(stamp.encode()).hexdigest()[:12]}"
-            module = sys.modules.get(key)
-            if module is None:
-                loaded = importlib.util.spec_from_file_location(key, file)
-                if loaded is None or loaded.loader is None:
-                    raise ValueError(f"{what} = {brief(spec)}: {file} is not a Python module")
-                module = importlib.util.module_from_spec(loaded)
-                sys.modules[key] = module
-                loaded.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_name)
-    except ValueError:
-        raise
+        module = _file_module(file) if file is not None else importlib.import_module(module_name)
     except Exception as exc:  # the user's module failed to import: say which and why
-        sys.modules.pop(locals().get("key", ""), None)
         raise ValueError(
             f"{what} = {brief(spec)}: importing {module_name} failed: {type(exc).__name__}: {exc}"
         ) from exc
@@ -249,6 +235,26 @@ def load_function(spec: str, base: Path, what: str) -> Callable:
     if not callable(func):
         raise ValueError(f"{what} = {brief(spec)}: {module_name} has no function {func_name}")
     return func
+
+
+def _file_module(file: Path) -> Any:
+    """The module of a Python file, executed once per version of the file (an edited file is
+    executed again); a file that fails to execute leaves nothing in `sys.modules`."""
+    stamp = f"{file.resolve()}@{file.stat().st_mtime_ns}"
+    key = f"isolab_user_{hashlib.sha256(stamp.encode()).hexdigest()[:12]}"
+    if key in sys.modules:
+        return sys.modules[key]
+    loaded = importlib.util.spec_from_file_location(key, file)
+    if loaded is None or loaded.loader is None:
+        raise ImportError(f"{file} is not a Python module")
+    module = importlib.util.module_from_spec(loaded)
+    sys.modules[key] = module
+    try:
+        loaded.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[key]
+        raise
+    return module
 
 
 def verifier_of(card: TaskCard) -> Callable[[str, str], bool]:

@@ -367,23 +367,17 @@ def calibrate(
     the part of their training noise the design measured as common to a seed (`seed_shares`;
     none with `shared_seeds=False`). Returns a Counter of calls."""
     claim = CLAIMS[claim_id]
-    calls: Counter = Counter()
     if null is not None:
         s = STRUCTURED_NULLS[null]
-        if s.world is not None:
-            for k in range(sims):
-                calls[verdict(claim, claim.run(s.world(seed + k))).call] += 1
-            return calls
-        add = s.add
+        own, add = s.world, s.add
     else:
         plant = PLANTS[claim_id]
         own = plant.world if planted else plant.null_world
-        if own is not None:
-            for k in range(sims):
-                calls[verdict(claim, claim.run(own(seed + k))).call] += 1
-            return calls
         add = plant.add if planted else plant.null_add
-    setting = _setting(data, shared_seeds)
+    if own is None:  # a world on the design of `data`, with the effect added to its means
+        setting = _setting(data, shared_seeds)
+        own = partial(world, setting, add)
+    calls: Counter = Counter()
     for k in range(sims):
-        calls[verdict(claim, claim.run(world(setting, add, seed + k))).call] += 1
+        calls[verdict(claim, claim.run(own(seed + k))).call] += 1
     return calls

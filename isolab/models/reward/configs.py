@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from isolab.config import is_user_reward, reward_parts
 from isolab.models import weights
 from isolab.models.tiny import (
     TINY_PRESETS,
@@ -134,17 +135,6 @@ def reward_model_config(name: str, style: str, reward_model: str | dict | None =
     if is_reward_preset(spec):
         return reward_preset_config(spec)
     return _hub_config(spec)
-
-
-def reward_parts(name: str) -> list[str]:
-    """The reward functions of `reward`: `sparse + my_reward.py:fn` → two, summed by TRL (or
-    weighted by `extra.grpo.reward_weights`); a single name → itself."""
-    return [part.strip() for part in str(name).split("+")]
-
-
-def is_user_reward(name: str) -> bool:
-    """Whether reward `name` is a function of the user's (`module:function`)."""
-    return ":" in str(name)
 
 
 def reward_model_config_for(cfg) -> Any | None:
