@@ -10,7 +10,7 @@ layer, if that makes no cycle, and any layer below):
 
     cli → study → verdicts → sweep, frontier, plots, synthetic → rl, planning → models, compute,
         tracking, difficulty → config, trl_args, typed_fields, table, vocab, stop, tasks, paths,
-        logs, metrics, userinput
+        logs, metrics, userinput, hub
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ LAYERS: list[set[str]] = [
         "logs",
         "metrics",
         "userinput",
+        "hub",
         "__init__",
     },
 ]

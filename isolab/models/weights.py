@@ -10,7 +10,6 @@ snapshots record it.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
@@ -22,6 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from isolab.hub import hub_reachable
 from isolab.models.tiny import (
     REAL_PRESETS,
     REWARD_MODEL_PRESETS,
@@ -230,30 +230,6 @@ def _move_in(tmp: Path, out: Path) -> None:
         tmp.rename(out)
     except OSError:  # another process moved its identical copy in first
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def hub_reachable(timeout_s: float = 3.0) -> bool:
-    """Whether the Hugging Face Hub answers a TCP connection within `timeout_s` (never, when
-    `HF_HUB_OFFLINE` is set): one quick probe instead of transformers' minute of retries."""
-    import os
-    from urllib.parse import urlparse
-
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
-        return False
-    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
-    return _answers(url.hostname, url.port or 443, timeout_s)
-
-
-@functools.cache
-def _answers(host: str, port: int, timeout_s: float) -> bool:
-    """One TCP probe per process: planning a sweep checks every point's model."""
-    import socket
-
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            return True
-    except OSError:
-        return False
 
 
 def check_source(name: str, field: str = "model") -> None:

@@ -5,7 +5,8 @@ and plots as `task: gsm8k` does.
 A card (every path relative to the card's folder)::
 
     name: word-problems              # letters, digits, - and _: names its caches
-    data: problems.jsonl             # .jsonl, .csv or .parquet; or hub: {id, config, split}
+    data: problems.jsonl             # .jsonl, .csv or .parquet; or hub: {id, config, split,
+                                     #   revision}: a hub id, or a local folder of data files
     validation: held_out.jsonl       # optional: else `val_share` of `data` is held out
     prompt: "{question}"             # a field, or a template over fields ({a} and {b})
     answer: answer                   # the field with the gold answer
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from isolab.hub import hub_reachable
 from isolab.tasks.base import Problem
 from isolab.tasks.grading import (
     extract_boxed,
@@ -315,20 +317,57 @@ def _read_rows(path: Path, key: str, card: Path) -> list[dict]:
     return rows
 
 
-def _hub_rows(spec: Any, key: str, card: Path) -> list[dict]:
+def _hub_rows(spec: Any, key: str, card: Path) -> tuple[list[dict], list[Path]]:
+    """Rows of a `datasets` data set: a hub id (`owner/name`, with `config`, `split` and an
+    optional `revision` to pin it), or a local folder of data files (relative to the card), which
+    `datasets` reads as it reads a hub repository and whose files then enter the card's digest."""
     if not isinstance(spec, dict) or "id" not in spec:
         raise _fail(card, key, "give a file, or hub: {id: owner/name, config: ..., split: ...}")
+    unknown = sorted(set(spec) - {"id", "config", "split", "revision"})
+    if unknown:
+        raise _fail(card, key, f"hub: unknown key {unknown[0]!r}; give id, config, split, revision")
+    ident, split = str(spec["id"]), str(spec.get("split", "train"))
+    folder = card.parent / ident
+    files = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
     from datasets import load_dataset
 
-    return [
-        dict(r)
-        for r in load_dataset(spec["id"], spec.get("config"), split=spec.get("split", "train"))
-    ]
+    if not files and not hub_reachable() and not _in_datasets_cache(ident):
+        raise _fail(
+            card,
+            key,
+            f"hub id {ident!r}: the Hugging Face Hub is not reachable from here and the data set "
+            "is not in the local datasets cache; give a file (data: problems.jsonl) or a folder "
+            "of data files as the id, or load it once with the hub reachable",
+        )
+    try:
+        rows = load_dataset(
+            str(folder) if files else ident,
+            spec.get("config"),
+            split=split,
+            revision=spec.get("revision"),
+        )
+    except Exception as exc:
+        raise _fail(
+            card,
+            key,
+            f"datasets could not load {ident!r} (config {spec.get('config')!r}, split "
+            f"{split!r}): {type(exc).__name__}: {brief(str(exc))}. Check the id, config and "
+            "split; without the hub, give a file (data: problems.jsonl) or a folder of data "
+            "files as the id",
+        ) from exc
+    return [dict(r) for r in rows], files
+
+
+def _in_datasets_cache(ident: str) -> bool:
+    """Whether `datasets` has prepared `ident` before on this machine (any config or version)."""
+    from datasets import config
+
+    return any(Path(config.HF_DATASETS_CACHE).glob(f"{ident.replace('/', '___')}*"))
 
 
 def _rows(value: Any, key: str, card: Path) -> tuple[list[dict], list[Path]]:
     if isinstance(value, dict) and "hub" in value:
-        return _hub_rows(value["hub"], key, card), []
+        return _hub_rows(value["hub"], key, card)
     if not isinstance(value, str):
         raise _fail(card, key, "give a file name (problems.jsonl) or hub: {id: ..., split: ...}")
     path = card.parent / value
