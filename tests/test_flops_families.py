@@ -16,6 +16,11 @@ and MLP, fused ``query_key_value``, a plain (ungated) MLP and partial rotary; Gr
 embedding, residual, attention and logit multipliers (elementwise). Qwen2-MoE has a shared
 expert and its sigmoid gate; Qwen3-MoE a dense block before a sparse one.
 
+Gradient checkpointing reruns each block's forward up to its last saved tensor: a block that
+ends ``h + down(m)`` skips the down projection, but Gemma2 and OLMo2 normalise the MLP's output
+before the add, and the norm's backward needs it, so they rerun it (`ModelShape.post_mlp_norm`;
+counting it as skipped was 4–6% low on their real shapes).
+
 A sliding window narrower than the context does change one count: KV-cached decoding then
 attends over the window only, and `generation_flops` (full context) overcounts it (+0.4% for
 Mistral with a 4-token window on these lengths); the forward and update passes still compute
@@ -116,7 +121,8 @@ BUCKETS = ((5, 3, 2), (8, 2, 1))  # (prompt, completion, rollouts)
 
 
 def measured_and_planned(bench, config) -> dict[str, tuple[int, int]]:
-    """(measured, formula) FLOPs of generation, the log-prob forward and one update."""
+    """(measured, formula) FLOPs of generation, the log-prob forward and one update, without
+    and with gradient checkpointing (hardware FLOPs: the recomputed forward counts)."""
     model, _ = bench.build_policy(config)
     prompts, completions = bench.lengths(BUCKETS)
     seqs = [p + c for p, c in zip(prompts, completions, strict=True)]
@@ -136,6 +142,17 @@ def measured_and_planned(bench, config) -> dict[str, tuple[int, int]]:
                 bench.measure_update(model, vocab, BUCKETS),
                 training_flops(config, seqs, logits),
             ),
+        } | _checkpointed(bench, model, config, seqs, logits)
+
+
+def _checkpointed(bench, model, config, seqs, logits) -> dict[str, tuple[int, int]]:
+    """Last: the model is not reused after checkpointing."""
+    with bench.gradient_checkpointing(model, is_peft=False):
+        return {
+            "update, checkpointed": (
+                bench.measure_update(model, config.vocab_size, BUCKETS),
+                training_flops(config, seqs, logits, gradient_checkpointing=True),
+            )
         }
 
 

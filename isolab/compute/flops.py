@@ -357,9 +357,10 @@ def _unrecomputed_flops_per_token(shape: ModelShape, lora: Any | None, sparse: b
     rerun. A sparse block ends with products that save their inputs: each expert's output
     times its routing weight (which requires grad through the router), and Qwen2-MoE's shared
     expert times ``sigmoid(shared_expert_gate(x))`` (sigmoid saves its output), so every
-    matmul of the block is rerun.
+    matmul of the block is rerun. So is the down projection of a block that normalises the
+    MLP's output before the residual add (Gemma 2, OLMo 2: the norm's backward needs its input).
     """
-    if sparse:
+    if sparse or shape.post_mlp_norm:
         return 0
     if lora is not None and "down" in lora_targets(shape, lora):
         return 2 * lora.r * shape.hidden

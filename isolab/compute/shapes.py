@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 _PLAIN_MLP_MODEL_TYPES = frozenset(
     {"gpt2", "gpt_neox", "gptj", "opt", "phi", "falcon", "bloom", "starcoder2", "gpt_bigcode"}
 )
+# Blocks that normalise the MLP's output before the residual add (`post_feedforward_layernorm`):
+# the norm's backward needs the down projection's output, so recomputation reruns it.
+_POST_MLP_NORM_MODEL_TYPES = frozenset({"gemma2", "gemma3", "gemma3_text", "olmo2", "olmo3"})
 
 # Model types whose shared expert is scaled by ``sigmoid(shared_expert_gate(x))``, a Linear(h, 1)
 # (transformers' ``Qwen2MoeSparseMoeBlock``). No config field says so.
@@ -93,6 +96,8 @@ class ModelShape:
         tied_embeddings: the LM head reuses the input embedding matrix (changes parameters and
             which weight receives the head's gradient, not the FLOPs).
         num_labels: outputs of a sequence-classification head (reward models).
+        post_mlp_norm: the block normalises the MLP's output before adding it to the residual
+            (Gemma 2/3, OLMo 2), so gradient checkpointing recomputes the down projection too.
         moe: the sparse MLP of a mixture of experts; ``None`` for a dense model.
     """
 
@@ -106,6 +111,7 @@ class ModelShape:
     gated_mlp: bool = True
     tied_embeddings: bool = False
     num_labels: int = 1
+    post_mlp_norm: bool = False
     moe: MoeShape | None = None
 
     @property
@@ -204,6 +210,7 @@ def model_shape(config: Any) -> ModelShape:
         gated_mlp=getattr(config, "model_type", "") not in _PLAIN_MLP_MODEL_TYPES,
         tied_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
         num_labels=getattr(config, "num_labels", 1),
+        post_mlp_norm=getattr(config, "model_type", "") in _POST_MLP_NORM_MODEL_TYPES,
         moe=moe_shape(config),
     )
 
