@@ -35,6 +35,7 @@
 scale = "cpu"  # smoke | cpu | gpu
 workers = 2  # runs at once, when a sweep has to run
 rerun = False  # True: run the sweeps even when runs/healthy-recipe/<scale>/ holds snapshots
+runs = None  # your own sweep instead: an MLflow experiment or a snapshot folder
 
 # %%
 # %matplotlib inline
@@ -44,7 +45,7 @@ recipe = study.get("healthy-recipe")
 study.describe(recipe, scale)
 
 # %%
-data = study.collect(recipe, scale, workers=workers, rerun=rerun)
+data = study.collect(recipe, scale, workers=workers, rerun=rerun, runs=runs)
 report = study.analyse(recipe, data, scale)
 
 # %% [markdown]
@@ -75,4 +76,5 @@ report.figure("lr_scaling")
 print(report.summary_text())
 
 # %%
-study.save(recipe, scale, report)
+if runs is None:  # your own sweep's report stays in this notebook
+    study.save(recipe, scale, report)

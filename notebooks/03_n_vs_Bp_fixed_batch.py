@@ -36,6 +36,7 @@
 scale = "cpu"  # smoke | cpu | gpu
 workers = 2  # runs at once, when a sweep has to run
 rerun = False  # True: run the sweep even when runs/nstar/<scale>/ holds a snapshot
+runs = None  # your own sweep instead: an MLflow experiment or a snapshot folder
 
 # %%
 # %matplotlib inline
@@ -45,7 +46,7 @@ tradeoff = study.get("n-vs-bp")
 study.describe(tradeoff, scale)
 
 # %%
-data = study.collect(tradeoff, scale, workers=workers, rerun=rerun)
+data = study.collect(tradeoff, scale, workers=workers, rerun=rerun, runs=runs)
 report = study.analyse(tradeoff, data, scale)
 
 # %% [markdown]
@@ -70,4 +71,5 @@ report.tables.get("winners_easy", "no fixed-B pair with two values of n in these
 print(report.summary_text())
 
 # %%
-study.save(tradeoff, scale, report)
+if runs is None:  # your own sweep's report stays in this notebook
+    study.save(tradeoff, scale, report)

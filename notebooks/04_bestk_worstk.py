@@ -39,6 +39,7 @@
 scale = "cpu"  # smoke | cpu | gpu
 workers = 2  # runs at once, when the nstar sweep has to run
 rerun = False  # True: run the sweep even when runs/nstar/<scale>/ holds a snapshot
+runs = None  # your own sweep instead: an MLflow experiment or a snapshot folder
 
 # %%
 # %matplotlib inline
@@ -48,7 +49,7 @@ effect = study.get("bestk-worstk")
 study.describe(effect, scale)
 
 # %%
-data = study.collect(effect, scale, workers=workers, rerun=rerun)
+data = study.collect(effect, scale, workers=workers, rerun=rerun, runs=runs)
 report = study.analyse(effect, data, scale)
 
 # %% [markdown]
@@ -65,8 +66,11 @@ report.figure("metric_effect")
 # %%
 report.figure("by_n")
 
+# %% [markdown]
+# The fitted saturation per metric (Easy split; your own sweep's, split `all`):
+
 # %%
-report.tables["saturation_easy"]
+report.tables.get("saturation_easy", report.tables.get("saturation_all"))
 
 # %% [markdown]
 # ## What these runs say
@@ -79,4 +83,5 @@ report.tables["saturation_easy"]
 print(report.summary_text())
 
 # %%
-study.save(effect, scale, report)
+if runs is None:  # your own sweep's report stays in this notebook
+    study.save(effect, scale, report)

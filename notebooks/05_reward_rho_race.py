@@ -47,6 +47,7 @@
 scale = "cpu"  # smoke | cpu | gpu
 workers = 2  # runs at once, when a sweep has to run
 rerun = False  # True: run the sweeps even when runs/reward-rho/<scale>/ holds snapshots
+runs = None  # your own sweep instead: an MLflow experiment or a snapshot folder
 
 # %%
 # %matplotlib inline
@@ -56,7 +57,7 @@ rho = study.get("reward-rho")
 study.describe(rho, scale)
 
 # %%
-data = study.collect(rho, scale, workers=workers, rerun=rerun)
+data = study.collect(rho, scale, workers=workers, rerun=rerun, runs=runs)
 report = study.analyse(rho, data, scale)
 
 # %% [markdown]
@@ -87,4 +88,5 @@ report.tables["race"]
 print(report.summary_text())
 
 # %%
-study.save(rho, scale, report)
+if runs is None:  # your own sweep's report stays in this notebook
+    study.save(rho, scale, report)

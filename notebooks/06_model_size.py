@@ -34,6 +34,7 @@
 scale = "cpu"  # smoke | cpu | gpu
 workers = 2  # runs at once, when a sweep has to run
 rerun = False  # True: run the sweep even when runs/model-size/<scale>/ holds a snapshot
+runs = None  # your own sweep instead: an MLflow experiment or a snapshot folder
 
 # %%
 # %matplotlib inline
@@ -43,7 +44,7 @@ size = study.get("model-size")
 study.describe(size, scale)
 
 # %%
-data = study.collect(size, scale, workers=workers, rerun=rerun)
+data = study.collect(size, scale, workers=workers, rerun=rerun, runs=runs)
 report = study.analyse(size, data, scale)
 
 # %% [markdown]
@@ -68,4 +69,5 @@ report.tables["best_per_model"]
 print(report.summary_text())
 
 # %%
-study.save(size, scale, report)
+if runs is None:  # your own sweep's report stays in this notebook
+    study.save(size, scale, report)

@@ -132,6 +132,67 @@ def test_csv_and_parquet_and_a_validation_file_and_a_verifier_of_your_own(card_d
         task.verify("half", "12")
 
 
+def test_a_datasets_folder_is_a_hub_id_and_an_unreachable_id_is_refused_fast(
+    card_dir: Path, monkeypatch
+):
+    """`data: {hub: {id: ...}}` reads through `datasets`: a local folder of data files (as a
+    hub repository would hold them) gives the same problems as the file, and its files enter
+    the card's digest; a hub id that is neither reachable nor cached is refused at once."""
+    (card_dir / "ds").mkdir()
+    shutil.copy(card_dir / "problems.jsonl", card_dir / "ds" / "train.jsonl")
+    path = _edit(card_dir, data={"hub": {"id": "ds", "split": "train"}})
+    card = load_card(path)
+    assert [p.question for p in card.problems("train")] == [
+        p.question for p in load_card(CARD).problems("train")
+    ]
+    with (card_dir / "ds" / "train.jsonl").open("a") as f:
+        f.write(json.dumps({"id": "wp999", "question": "1 + 1?", "answer": "2"}) + "\n")
+    assert load_card(path).digest != card.digest
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    path = _edit(card_dir, data={"hub": {"id": "nobody-xyz/none-abc", "split": "train"}})
+    with pytest.raises(CardError, match="data: hub id 'nobody-xyz/none-abc'.*not reachable"):
+        load_card(path)
+    path = _edit(card_dir, data={"hub": {"id": "ds", "splitt": "train"}})
+    with pytest.raises(CardError, match="unknown key 'splitt'"):
+        load_card(path)
+
+
+def test_a_card_is_labelled_by_difficulty_and_a_run_trains_on_its_easy_split(
+    card_dir: Path, tmp_path: Path, monkeypatch
+):
+    """Labelling samples the base model on the card's problems and grades them with the card's
+    verifier. This one never passes a sample for an odd gold and passes about 7 in 16 for an
+    even gold, so every Easy problem (avg@16 in [0.3, 0.6]) has an even gold, every odd gold is
+    Hard, and a run with `split: easy` trains and validates on Easy problems only."""
+    from isolab import difficulty
+    from isolab.rl.train import prepare
+
+    monkeypatch.setenv("ISOLAB_CACHE", str(tmp_path / "cache"))
+    (card_dir / "parity.py").write_text(
+        "import zlib\n\n\ndef verify(completion, gold):\n"
+        "    if completion.strip() == gold:  # the card's own check of its golds\n"
+        "        return True\n"
+        "    return int(gold) % 2 == 0 and zlib.crc32(completion.encode()) % 16 < 7\n"
+    )
+    # short prompts and completions: the sampling is 16 per problem
+    card = _edit(
+        card_dir, verifier="parity.py:verify", few_shot=0, system=None, max_completion_tokens=12
+    )
+    model = str(tiny_chat_model(tmp_path / "my-model"))
+    splits = difficulty.load_or_label(model, str(card), pool_size=60)
+    easy = splits.train("easy") + splits.val("easy")
+    hard = {p.id for p in splits.train("hard") + splits.val("hard")}
+    assert len(splits.problems) == len(load_card(card).problems("train"))
+    assert len(easy) >= 10, splits.sizes()
+    assert all(int(p.answer) % 2 == 0 for p in easy)
+    assert {p.id for p in splits.problems if int(p.answer) % 2} <= hard
+    assert difficulty.splits_path(model, str(card), 60, 0).exists()  # cached for every run
+    cfg = RunConfig(model=model, task=str(card), split="easy", n=2, B_p=2, M=1, pool_size=60)
+    *_, train, val = prepare(cfg)
+    assert {p.id for p in train} == {p.id for p in splits.train("easy")}
+    assert {p.id for p in val} <= {p.id for p in splits.val("easy")}
+
+
 def test_a_reward_function_of_yours_runs_unchanged_and_is_checked(monkeypatch):
     """TRL's signature; a raise, a NaN or a wrong length stops the run naming the problem and
     the completion."""
@@ -246,24 +307,40 @@ def test_your_problems_your_reward_your_model_plan_train_sweep_and_plot(
     plotted = cli("frontier", "my-setting", "--tracking-uri", uri, "--out", str(out), "--no-log")
     assert plotted.exit_code == 0, plotted.output
     assert any(out.rglob("*.png")) and any(out.rglob("*.csv")), sorted(out.rglob("*"))
-    # and through the curated notebook: 02 on your sweep's snapshot, which it leaves unsaved
+    # and through the curated notebooks that read a sweep over n, on its snapshot, unsaved:
+    # 02 (n* against compute), 03 (n against B_p at a fixed batch: no pair in this grid, which
+    # it says) and 04 (best@k and worst@k)
     import nbformat
     import papermill
 
     snap = tmp_path / "snap"
     assert cli("runs", "export", "my-setting", str(snap), "--tracking-uri", uri).exit_code == 0
-    done = tmp_path / "02.ipynb"
-    papermill.execute_notebook(
-        str(REPO / "notebooks" / "02_nstar_vs_compute.ipynb"),
-        str(done),
-        parameters={"scale": "cpu", "runs": str(snap)},
-        cwd=str(REPO / "notebooks"),
-        progress_bar=False,
-        kernel_name="python3",
-    )
-    outputs = [o for c in nbformat.read(done, as_version=4).cells for o in c.get("outputs", [])]
-    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 2
-    assert any("n* grows with compute" in o.get("text", "") for o in outputs)
+
+    def reports() -> dict[Path, int]:
+        return {p: p.stat().st_mtime_ns for p in (REPO / "runs").glob("*/cpu/*") if p.is_file()}
+
+    before, said = reports(), {}
+    for name in ("02_nstar_vs_compute", "03_n_vs_Bp_fixed_batch", "04_bestk_worstk"):
+        done = tmp_path / f"{name}.ipynb"
+        papermill.execute_notebook(
+            str(REPO / "notebooks" / f"{name}.ipynb"),
+            str(done),
+            parameters={"scale": "cpu", "runs": str(snap)},
+            cwd=str(REPO / "notebooks"),
+            progress_bar=False,
+            kernel_name="python3",
+        )
+        cells = nbformat.read(done, as_version=4).cells
+        outputs = [o for c in cells for o in c.get("outputs", [])]
+        said[name] = (
+            sum("image/png" in o.get("data", {}) for o in outputs),
+            "\n".join(o.get("text", "") for o in outputs),
+        )
+    assert said["02_nstar_vs_compute"][0] >= 2, said
+    assert "n* grows with compute" in said["02_nstar_vs_compute"][1]
+    assert "only one split of B" in said["03_n_vs_Bp_fixed_batch"][1], said
+    assert said["04_bestk_worstk"][0] >= 1 and "worst@4" in said["04_bestk_worstk"][1], said
+    assert reports() == before, "a report of your sweep was saved over a study's"
 
 
 def test_more_evaluation_sets_log_under_their_own_prefix(tracking_uri, isolab_cache):
