@@ -183,6 +183,17 @@ def test_every_readme_command_has_a_row():
     assert not stale, f"rows for commands the README no longer shows: {stale}"
 
 
+def test_the_your_setting_commands_are_the_ones_its_test_runs():
+    """The "Your own setting" section's code block is run line by line, on the example with a
+    local model folder, by tests/test_your_setting.py (its README_COMMANDS)."""
+    from test_your_setting import README_COMMANDS
+
+    section = README.read_text().split("## Your own setting", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"^```\w*\n(.*?)^```", section, re.M | re.S)
+    lines = tuple(line.strip() for b in blocks for line in b.splitlines() if line.strip())
+    assert lines == README_COMMANDS
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory, isolab_cache) -> Path:
     """A scratch project: its own runs/ (store, artifacts, results), the shared model cache,

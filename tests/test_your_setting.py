@@ -5,6 +5,7 @@ with the key and the fix (examples/word-problems)."""
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -19,6 +20,14 @@ from isolab.tasks.card import CardError, load_card
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "word-problems"
 CARD = EXAMPLE / "task.yaml"
+#: The README's "Your own setting" commands, word for word (tests/test_readme_commands.py
+#: checks the README still shows exactly these); the end-to-end test below runs each one with
+#: MODEL replaced by a local model folder.
+MODEL = "/path/to/your/instruct-model"
+README_COMMANDS = (
+    f"isolab flops examples/word-problems/run.yaml --set model={MODEL}",
+    f"isolab train examples/word-problems/run.yaml --set model={MODEL}",
+)
 
 
 @pytest.fixture
@@ -255,7 +264,8 @@ def test_your_problems_your_reward_your_model_plan_train_sweep_and_plot(
     cli, tmp_path: Path, monkeypatch
 ):
     """The README's commands on the example (card, reward function) with a local model folder:
-    `isolab flops` plans a run, `isolab sweep run` trains two points (n = 2, 4), `isolab
+    `isolab flops` plans a run and `isolab train` trains it (README_COMMANDS, word for word),
+    `isolab sweep run` trains two points (n = 2, 4), `isolab
     frontier` reads them back into its figures and tables. The plan's FLOPs match each run's
     ledger within 10%, the reward costs 0 FLOPs, and every run finishes with its evaluation of
     the card's held-out problems logged."""
@@ -265,10 +275,16 @@ def test_your_problems_your_reward_your_model_plan_train_sweep_and_plot(
 
     model = tiny_chat_model(tmp_path / "my-model")
     monkeypatch.chdir(REPO)  # the example's paths are relative to the repository root
+    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # `isolab train` logs there, not to runs/
     run = yaml.safe_load((EXAMPLE / "run.yaml").read_text())
-    planned = cli("flops", str(EXAMPLE / "run.yaml"), "--set", f"model={model}")
+    planned, trained = (
+        cli(*shlex.split(line.replace(MODEL, str(model)))[1:]) for line in README_COMMANDS
+    )
     assert planned.exit_code == 0, planned.output
     assert "reward" in planned.output and "0.000e+00" in planned.output
+    assert trained.exit_code == 0, trained.output
+    assert "validation: base → final" in trained.output
     base = {k: v for k, v in run.items() if k not in ("experiment", "n", "M")}
     spec = tmp_path / "sweep.yaml"
     spec.write_text(
@@ -291,7 +307,6 @@ def test_your_problems_your_reward_your_model_plan_train_sweep_and_plot(
 
     cached = timing_path(RunConfig.from_dict({**base, "model": str(model)}))
     assert json.loads(cached.read_text())["measured"]["samples"] == 16  # reused from now on
-    uri = f"sqlite:///{tmp_path / 'store.db'}"
     swept = cli("sweep", "run", str(spec), "--workers", "1", "--tracking-uri", uri)
     assert swept.exit_code == 0, swept.output
     runs = load_runs("my-setting", tracking_uri=uri)
