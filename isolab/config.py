@@ -52,6 +52,7 @@ ADDED_FIELDS: dict[str, Any] = {
     "max_grad_norm": 1.0,
     "search_oversample": 1,
     "eval_sets": {},
+    "processes": 1,
 }
 
 
@@ -114,6 +115,11 @@ class RunConfig:
         train_limit: train on the first this many problems of the split only (None = all), so
             that a finite pool saturates sooner; validation problems are unchanged.
         data_dir: local folder with GSM8K / MATH-500 JSONL (else the hub).
+        processes: data-parallel processes of the run (K). `isolab` launches K processes with
+            torchrun, each generating and training on B/K of the step's B completions (TRL
+            gathers rewards across them, so a group may span processes); the ledger sums their
+            FLOPs every step, and only the first logs to MLflow and evaluates. B must divide by
+            K. The global batch, the schedule and the learning rate are those of one process.
         trust_remote_code: run the Python code a model ships (the `auto_map` of its
             config.json), the policy's as a reward model's (Qwen2.5-Math-PRM ships some); off
             by default, when such a model is refused before anything of it runs. Planning
@@ -153,6 +159,7 @@ class RunConfig:
     train_limit: int | None = None
     data_dir: str | None = None
     trust_remote_code: bool = False
+    processes: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -172,6 +179,20 @@ class RunConfig:
                 f"search_oversample = {self.search_oversample}: must be ≥ 1 (1 trains on every "
                 "group generated; k > 1 generates k·B_p groups and trains on the B_p whose "
                 "rewards vary most)."
+            )
+        if self.processes < 1:
+            raise ValueError(f"processes = {self.processes}: must be ≥ 1 (1 runs in this process).")
+        if self.B % self.processes:
+            raise ValueError(
+                f"processes = {self.processes} does not divide the batch B = B_p·n = {self.B} "
+                f"(each process takes B/processes completions): choose processes among "
+                f"{[k for k in range(1, min(self.B, 64) + 1) if self.B % k == 0]}, or change "
+                "B_p or n."
+            )
+        if self.processes > 1 and self.search_oversample > 1:
+            raise ValueError(
+                f"search_oversample = {self.search_oversample} runs in one process: set "
+                "processes = 1, or search_oversample = 1."
             )
         if self.lr_base <= 0:
             raise ValueError(f"lr_base = {self.lr_base}: must be > 0 (e.g. 5e-5 for tiny models).")

@@ -22,7 +22,7 @@ wall time is logged. FLOPs follow ``isolab.compute.flops`` (matmuls only, verifi
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -168,6 +168,21 @@ class FlopLedger:
         )
 
     # ---- closing a step -------------------------------------------------------------------
+    def merge_step(
+        self,
+        sum_ints: Callable[[list[int]], list[int]],
+        max_floats: Callable[[list[float]], list[float]],
+    ) -> None:
+        """Make the open step the whole run's when data-parallel processes each recorded only
+        their slice (`RunConfig.processes`): FLOPs and tokens summed over processes
+        (`sum_ints`), the reward's wall time their maximum (`max_floats`). Every process calls
+        it at the same point of each step (it is a collective)."""
+        step = self._step
+        counts = [f.name for f in fields(step) if f.type in (int, "int")]
+        for name, value in zip(counts, sum_ints([getattr(step, n) for n in counts]), strict=True):
+            setattr(step, name, int(value))
+        (step.reward_s,) = max_floats([step.reward_s])
+
     def end_step(self, rollouts: int) -> dict[str, float]:
         """Close the step that generated ``rollouts`` completions and return its metrics."""
         if rollouts < 0:

@@ -12,14 +12,20 @@ problems and the model (`prepare`) and runs and logs the whole (`train`).
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import os
+import signal
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import torch
 
@@ -28,7 +34,7 @@ from isolab.compute.ledger import FlopLedger
 from isolab.compute.shapes import LORA_TARGETS, lora_spec
 from isolab.config import RunConfig
 from isolab.models.reward import reward_model_config_for
-from isolab.rl import engines, vllm_cpu
+from isolab.rl import engines, ranks, vllm_cpu
 from isolab.rl.evaluate import Evaluator
 from isolab.rl.rewards import get_rewards
 from isolab.rl.trainer import make_callback, make_trainer_class, timed_reward
@@ -75,8 +81,9 @@ def grpo_args(
     )
     return GRPOConfig(
         output_dir=output_dir,
-        # One optimizer step consumes one generation batch of B = B_p·n completions.
-        per_device_train_batch_size=cfg.B,
+        # One optimizer step consumes one generation batch of B = B_p·n completions, B/K on
+        # each of the run's K processes (`RunConfig.processes`).
+        per_device_train_batch_size=cfg.B // cfg.processes,
         gradient_accumulation_steps=1,
         num_generations=cfg.n,
         num_iterations=cfg.num_iterations,
@@ -169,6 +176,14 @@ def train(
     """
     from datasets import Dataset
 
+    if cfg.processes > 1 and ranks.world_size() == 1:  # this process launches the K processes
+        return launch(cfg, tracking_uri)
+    if ranks.world_size() != cfg.processes:
+        raise ValueError(
+            f"processes = {cfg.processes}, but this process is one of {ranks.world_size()} "
+            f"(WORLD_SIZE): set processes: {ranks.world_size()}, or let isolab launch the run."
+        )
+    main = ranks.is_main()  # the first process logs and evaluates; each trains on its slice
     t0 = time.perf_counter()
     engine = engines.engine(cfg)
     torch.manual_seed(cfg.seed)
@@ -206,7 +221,11 @@ def train(
         max_prompt_tokens(task, train_problems, tok),
         getattr(model.config, "max_position_embeddings", None),
     )
-    logger = RunLogger(cfg.experiment, cfg.run_name, cfg.run_key, tracking_uri)
+    logger = (
+        RunLogger(cfg.experiment, cfg.run_name, cfg.run_key, tracking_uri)
+        if main
+        else cast(RunLogger, _Silent())
+    )
     status = "FAILED"
     state: dict[str, Any] = {}
     try:
@@ -235,7 +254,7 @@ def train(
             evaluator.add_set(name, set_task, set_problems)
         trainer_ref: dict[str, Any] = {}
         callback = make_callback(
-            trainer_ref, cfg, evaluator, logger, ledger, max_new, state, on_step
+            trainer_ref, cfg, evaluator, logger, ledger, max_new, state, on_step if main else None
         )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
@@ -252,6 +271,13 @@ def train(
 
             trainer.remove_callback(PrinterCallback)  # metrics go to MLflow, not stdout
             trainer.ledger = ledger
+            # what accelerate made of the launch: its processes, and how they talk
+            logger.set_tags(
+                {
+                    "isolab.processes": str(trainer.accelerator.num_processes),
+                    "isolab.distributed": str(trainer.accelerator.distributed_type.value),
+                }
+            )
             trainer.search_oversample = cfg.search_oversample  # read when train() starts
             trainer_ref["trainer"] = trainer
             if vllm_on_cpu:  # vLLM serves the weights of each sync, whatever its kernels
@@ -293,6 +319,15 @@ def train(
     )
 
 
+class _Silent:
+    """The logger of a run's other processes (`RunConfig.processes`): the first one logs."""
+
+    run_id = ""
+
+    def __getattr__(self, name: str):
+        return lambda *args, **kwargs: None
+
+
 def _peft_config(cfg: RunConfig):
     if not cfg.lora_rank:
         return None
@@ -307,6 +342,94 @@ def _peft_config(cfg: RunConfig):
     )
 
 
+# ---- one run on K processes (`RunConfig.processes`) ------------------------------------------
+#: Environment of a launched process: where the first process writes its result.
+RESULT_ENV = "ISOLAB_RESULT_PATH"
+
+
+def launch(cfg: RunConfig, tracking_uri: str | None) -> RunResult:
+    """Run `cfg` on `cfg.processes` processes (torchrun, each `python -m isolab.rl.train`) and
+    return the first one's result. Bad input found by the processes (before the run exists) is
+    raised here as the ValueError it was; any other failure is a RuntimeError with their last
+    output, and the run is then FAILED in MLflow (KILLED on Ctrl-C), never left RUNNING."""
+    with tempfile.TemporaryDirectory(prefix="isolab-ranks-") as tmp:
+        config_path, result_path = Path(tmp) / "config.json", Path(tmp) / "result.json"
+        config_path.write_text(json.dumps(dataclasses.asdict(cfg)))
+        threads = max(1, (os.cpu_count() or 1) // cfg.processes)
+        env = {
+            **os.environ,
+            RESULT_ENV: str(result_path),
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(threads)),
+        }
+        argv = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={cfg.processes}",
+            "-m",
+            "isolab.rl.train",
+            str(config_path),
+            tracking_uri or "",
+        ]
+        proc = subprocess.Popen(
+            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        try:
+            output, _ = proc.communicate()
+        except KeyboardInterrupt:
+            proc.send_signal(signal.SIGINT)
+            proc.wait()
+            _close_orphan(cfg, tracking_uri, "KILLED")
+            raise
+        result = json.loads(result_path.read_text()) if result_path.exists() else {}
+        if "refused" in result:
+            raise ValueError(result["refused"])
+        if proc.returncode != 0 or not result:
+            _close_orphan(cfg, tracking_uri, "FAILED")
+            tail = "\n".join(output.splitlines()[-40:])
+            raise RuntimeError(
+                f"the run's {cfg.processes} processes failed (exit {proc.returncode}); their "
+                f"last output:\n{tail}"
+            )
+        return RunResult(**result)
+
+
+def _close_orphan(cfg: RunConfig, tracking_uri: str | None, status: str) -> None:
+    """End the run as `status` where its first process died before it could (a signal, or a
+    crash of another process after which torchrun stopped them all)."""
+    from isolab.tracking.store import client, find_runs
+
+    for run in find_runs(cfg.experiment, tracking_uri, run_key=cfg.run_key):
+        if run.info.status == "RUNNING":
+            client(tracking_uri).set_terminated(run.info.run_id, status=status)
+
+
+def _launched() -> None:
+    """One of a run's processes: train the config on this process's slice of every batch."""
+    from isolab.rl.train import train as train_here  # the module, not this __main__ copy
+
+    config_path, uri = sys.argv[1], sys.argv[2] or None
+
+    def stop(signum, frame):  # torchrun stops the others with SIGTERM when one fails
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    result_path = Path(os.environ[RESULT_ENV])
+    cfg = RunConfig.from_dict(json.loads(Path(config_path).read_text()))
+    try:
+        result = train_here(cfg, tracking_uri=uri)
+    except ValueError as exc:  # bad input, found before the run exists
+        if ranks.is_main():
+            result_path.write_text(json.dumps({"refused": str(exc)}))
+        raise SystemExit(2) from exc
+    if ranks.is_main():
+        result_path.write_text(json.dumps(dataclasses.asdict(result)))
+
+
 # HF tokenizers warns on every fork of a process whose tokenizer threads already ran (and turns
 # them off then, against deadlocks): off from the start, so that no fork warns.
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+if __name__ == "__main__":
+    _launched()

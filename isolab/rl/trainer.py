@@ -23,7 +23,7 @@ import torch
 
 from isolab.compute.ledger import FlopLedger
 from isolab.config import RunConfig
-from isolab.rl import engines
+from isolab.rl import engines, ranks
 from isolab.rl.dynamic_sampling import select_groups, selection_metrics
 from isolab.rl.evaluate import Evaluator
 from isolab.stop import STOP
@@ -238,8 +238,12 @@ def make_callback(
 
     total_steps = cfg.M * cfg.num_iterations
 
+    main = ranks.is_main()  # of a run's processes, the first evaluates (and logs)
+
     class IsolabCallback(TrainerCallback):
         def on_train_begin(self, args, state, control, model=None, **kw):
+            if not main:
+                return
             metrics = evaluator(model, 0, max_new_tokens)
             results["base_eval"] = metrics
             results["last_eval"] = metrics
@@ -251,19 +255,24 @@ def make_callback(
             if STOP.is_set():  # a stop request whose KeyboardInterrupt something swallowed
                 raise KeyboardInterrupt
             trainer = trainer_ref["trainer"]
-            rollouts = trainer.rollouts_since_step
+            rollouts, completion_tokens = trainer.rollouts_since_step, trainer.completion_tokens
+            search_s = trainer.search_time_s
+            if ranks.world_size() > 1:  # each process saw its slice: the step is their sum
+                ledger.merge_step(ranks.sum_ints, ranks.max_floats)
+                rollouts, completion_tokens = ranks.sum_ints([rollouts, completion_tokens])
+                (search_s,) = ranks.max_floats([search_s])  # the step waits for the slowest
             trainer.rollouts_since_step = 0
             step = state.global_step
             metrics = ledger.end_step(rollouts)
-            results["search_s"] = results.get("search_s", 0.0) + trainer.search_time_s
+            results["search_s"] = results.get("search_s", 0.0) + search_s
             trainer.search_time_s = 0.0
             metrics["time/search_s"] = results["search_s"]
             if results["search_s"] > 0:
                 metrics["throughput/completion_tokens_per_s"] = (
-                    trainer.completion_tokens / results["search_s"]
+                    completion_tokens / results["search_s"]
                 )
             cum_rollouts = int(metrics[ROLLOUTS])
-            if evaluator.due(step, cum_rollouts, step >= total_steps):
+            if main and evaluator.due(step, cum_rollouts, step >= total_steps):
                 ev = evaluator(model, step, max_new_tokens)
                 results["last_eval"] = ev
                 metrics = {**metrics, **ev, FLOPS_EVAL: _eval_flops(ledger)}

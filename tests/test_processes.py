@@ -1,0 +1,64 @@
+"""One run on several processes (`processes: K`): isolab launches K torchrun processes of TRL's
+data-parallel GRPO (gloo on a CPU), each on B/K of every batch; the ledger sums their slices
+each step, and only the first process logs and evaluates."""
+
+from __future__ import annotations
+
+from mlflow.tracking import MlflowClient
+
+from isolab.config import RunConfig
+from isolab.vocab import ROLLOUTS, TOKENS
+
+#: Completions of exactly max_completion_tokens (EOS held back): both runs then see the same
+#: tokens, whatever each process samples, so their FLOPs must be equal, not close.
+FIXED_LENGTH = {"grpo": {"generation_kwargs": {"min_new_tokens": 6}}}
+STEP_COUNTS = ("flops_step/search", "flops_step/learning", "flops_step/total", ROLLOUTS, TOKENS)
+
+
+def test_an_uneven_batch_is_refused_naming_processes(cli, tmp_path):
+    (tmp_path / "run.yaml").write_text("model: tiny-m\nn: 3\nB_p: 1\nprocesses: 2\n")
+    out = cli("train", "run.yaml")
+    assert out.exit_code == 2, out.output
+    text = " ".join(out.output.split())
+    assert "processes = 2 does not divide the batch B = B_p·n = 3" in text, out.output
+    assert "choose processes among [1, 3]" in text
+
+
+def test_two_processes_train_log_once_and_count_what_one_process_counts(
+    tracking_uri, isolab_cache
+):
+    from isolab.rl.train import train
+
+    base = dict(
+        experiment="processes",
+        model="tiny-m",
+        split="easy",
+        n=4,
+        B_p=2,
+        M=3,
+        eval_problems=8,
+        eval_k_samples=4,
+        extra=FIXED_LENGTH,
+    )
+    one = train(RunConfig(**base), tracking_uri=tracking_uri)
+    two = train(RunConfig(**base, processes=2), tracking_uri=tracking_uri)
+    assert one.status == two.status == "FINISHED"
+    assert one.run_key != two.run_key  # the process count is part of the run
+    client = MlflowClient(tracking_uri)
+    exp = client.get_experiment_by_name("processes")
+    assert exp is not None
+    runs = {r.data.params["processes"]: r for r in client.search_runs([exp.experiment_id])}
+    assert sorted(runs) == ["1", "2"]  # one MLflow run each: the second process logs nothing
+    tags = runs["2"].data.tags
+    assert (tags["isolab.processes"], tags["isolab.distributed"]) == ("2", "MULTI_CPU")
+    assert runs["1"].data.tags["isolab.processes"] == "1"
+    for key in STEP_COUNTS:
+        series = {
+            k: [(m.step, m.value) for m in client.get_metric_history(r.info.run_id, key)]
+            for k, r in runs.items()
+        }
+        steps = [s for s, _ in series["2"]]
+        assert steps == sorted(set(steps)), f"{key} logged more than once per step: {steps}"
+        assert series["2"] == series["1"], key
+    assert two.final_metrics[ROLLOUTS] == 3 * 8
+    assert two.final_eval and "eval/avg@4" in two.final_eval  # the first process evaluated
