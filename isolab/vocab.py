@@ -44,6 +44,12 @@ FLOPS_REWARD = "flops/reward"
 FLOPS_EVAL = "flops/eval"
 FLOPS_HW_TOTAL = "flops_hw/total"
 FLOPS_HW_LEARNING = "flops_hw/learning"
+#: Model FLOPs utilisation: model FLOPs per second over the devices' peak (isolab.compute.peak),
+#: for the last step, its search and learning parts, and the run's training time so far.
+MFU_STEP = "mfu/step"
+MFU_SEARCH = "mfu/search"
+MFU_LEARNING = "mfu/learning"
+MFU_RUN = "mfu/run"
 DEFAULT_X = ROLLOUTS
 DEFAULT_Y = EVAL_AVG
 #: Cumulative model FLOPs (flops/), hardware FLOPs with recompute (flops_hw/), compute/, eval/:

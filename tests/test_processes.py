@@ -1,18 +1,38 @@
 """One run on several processes (`processes: K`): isolab launches K torchrun processes of TRL's
 data-parallel GRPO (gloo on a CPU), each on B/K of every batch; the ledger sums their slices
-each step, and only the first process logs and evaluates."""
+each step, and only the first process logs and evaluates. MFU is logged every step against a
+peak the run names (datasheet, override or a CPU matmul probe)."""
 
 from __future__ import annotations
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from isolab.config import RunConfig
-from isolab.vocab import ROLLOUTS, TOKENS
+from isolab.vocab import MFU_STEP, ROLLOUTS, TOKENS
 
 #: Completions of exactly max_completion_tokens (EOS held back): both runs then see the same
 #: tokens, whatever each process samples, so their FLOPs must be equal, not close.
 FIXED_LENGTH = {"grpo": {"generation_kwargs": {"min_new_tokens": 6}}}
 STEP_COUNTS = ("flops_step/search", "flops_step/learning", "flops_step/total", ROLLOUTS, TOKENS)
+
+
+def test_the_peak_comes_from_the_datasheet_an_override_or_a_probe_and_never_a_guess(monkeypatch):
+    from isolab.compute.peak import OVERRIDE_ENV, cpu_matmul_peak, device_peak
+
+    monkeypatch.delenv(OVERRIDE_ENV, raising=False)
+    assert device_peak("bf16", "NVIDIA A100-SXM4-80GB").flops_per_s == 312e12
+    assert device_peak("fp32", "NVIDIA A10G").flops_per_s == 31.2e12  # not A100's
+    assert device_peak("bf16", "NVIDIA H100 PCIe").flops_per_s == 756e12
+    unknown = device_peak("bf16", "NVIDIA GeForce GTX 1080")
+    assert unknown.flops_per_s is None and OVERRIDE_ENV in unknown.source  # no figure at all
+    cpu = device_peak("fp32")
+    assert cpu.flops_per_s == cpu_matmul_peak() > 1e8 and "measured" in cpu.source
+    monkeypatch.setenv(OVERRIDE_ENV, "42")
+    assert device_peak("bf16", "NVIDIA GeForce GTX 1080").flops_per_s == 42e12
+    monkeypatch.setenv(OVERRIDE_ENV, "fast")
+    with pytest.raises(ValueError, match="give the device's peak in TFLOP/s"):
+        device_peak("bf16")
 
 
 def test_an_uneven_batch_is_refused_naming_processes(cli, tmp_path):
@@ -24,9 +44,7 @@ def test_an_uneven_batch_is_refused_naming_processes(cli, tmp_path):
     assert "choose processes among [1, 3]" in text
 
 
-def test_two_processes_train_log_once_and_count_what_one_process_counts(
-    tracking_uri, isolab_cache
-):
+def test_two_processes_train_log_once_and_count_what_one_process_counts(tracking_uri, isolab_cache):
     from isolab.rl.train import train
 
     base = dict(
@@ -60,5 +78,11 @@ def test_two_processes_train_log_once_and_count_what_one_process_counts(
         steps = [s for s, _ in series["2"]]
         assert steps == sorted(set(steps)), f"{key} logged more than once per step: {steps}"
         assert series["2"] == series["1"], key
+    for run in runs.values():  # MFU every step, against the peak the run names
+        assert "measured: fp32 matmul probe" in run.data.tags["isolab.peak_source"]
+        assert float(run.data.tags["isolab.peak_flops_per_s"]) > 0
+        mfu = client.get_metric_history(run.info.run_id, MFU_STEP)
+        assert [m.step for m in mfu] == [1, 2, 3] and all(0 < m.value < 1 for m in mfu)
+    assert "summed over 2 processes" in tags["isolab.peak_source"]
     assert two.final_metrics[ROLLOUTS] == 3 * 8
     assert two.final_eval and "eval/avg@4" in two.final_eval  # the first process evaluated

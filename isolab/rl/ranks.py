@@ -35,6 +35,14 @@ def is_main() -> bool:
     return rank() == 0
 
 
+def barrier() -> None:
+    """Wait for every process of the run (nothing outside a launch)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()
+
+
 def _reduce(values: list, dtype, op: str) -> list:
     import torch
     import torch.distributed as dist

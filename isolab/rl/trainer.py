@@ -22,13 +22,22 @@ from typing import TYPE_CHECKING, cast
 import torch
 
 from isolab.compute.ledger import FlopLedger
+from isolab.compute.peak import device_peak
 from isolab.config import RunConfig
 from isolab.rl import engines, ranks
 from isolab.rl.dynamic_sampling import select_groups, selection_metrics
 from isolab.rl.evaluate import Evaluator
 from isolab.stop import STOP
 from isolab.tracking import RunLogger
-from isolab.vocab import FLOPS_EVAL, FLOPS_TOTAL, ROLLOUTS
+from isolab.vocab import (
+    FLOPS_EVAL,
+    FLOPS_TOTAL,
+    MFU_LEARNING,
+    MFU_RUN,
+    MFU_SEARCH,
+    MFU_STEP,
+    ROLLOUTS,
+)
 
 if TYPE_CHECKING:
     from isolab.rl.rewards import PricedReward
@@ -239,10 +248,14 @@ def make_callback(
     total_steps = cfg.M * cfg.num_iterations
 
     main = ranks.is_main()  # of a run's processes, the first evaluates (and logs)
+    clock = _MfuClock()
 
     class IsolabCallback(TrainerCallback):
         def on_train_begin(self, args, state, control, model=None, **kw):
+            clock.start(logger)
             if not main:
+                ranks.barrier()  # while the first process evaluates the base model
+                clock.restart()
                 return
             metrics = evaluator(model, 0, max_new_tokens)
             results["base_eval"] = metrics
@@ -250,17 +263,20 @@ def make_callback(
             start = {ROLLOUTS: 0.0, FLOPS_TOTAL: 0.0, FLOPS_EVAL: _eval_flops(ledger)}
             logger.log_metrics({**metrics, **start}, step=0)
             logger.flush()
+            ranks.barrier()
+            clock.restart()  # evaluation is not training time
 
         def on_step_end(self, args, state, control, model=None, **kw):
             if STOP.is_set():  # a stop request whose KeyboardInterrupt something swallowed
                 raise KeyboardInterrupt
             trainer = trainer_ref["trainer"]
             rollouts, completion_tokens = trainer.rollouts_since_step, trainer.completion_tokens
-            search_s = trainer.search_time_s
+            search_s, step_s = trainer.search_time_s, clock.lap()
             if ranks.world_size() > 1:  # each process saw its slice: the step is their sum
                 ledger.merge_step(ranks.sum_ints, ranks.max_floats)
                 rollouts, completion_tokens = ranks.sum_ints([rollouts, completion_tokens])
-                (search_s,) = ranks.max_floats([search_s])  # the step waits for the slowest
+                # the step waits for the slowest process
+                search_s, step_s = ranks.max_floats([search_s, step_s])
             trainer.rollouts_since_step = 0
             step = state.global_step
             metrics = ledger.end_step(rollouts)
@@ -271,8 +287,10 @@ def make_callback(
                 metrics["throughput/completion_tokens_per_s"] = (
                     completion_tokens / results["search_s"]
                 )
+            metrics.update(clock.mfu(metrics, step_s, search_s))
             cum_rollouts = int(metrics[ROLLOUTS])
-            if main and evaluator.due(step, cum_rollouts, step >= total_steps):
+            due = evaluator.due(step, cum_rollouts, step >= total_steps)  # same on every process
+            if main and due:
                 ev = evaluator(model, step, max_new_tokens)
                 results["last_eval"] = ev
                 metrics = {**metrics, **ev, FLOPS_EVAL: _eval_flops(ledger)}
@@ -283,6 +301,9 @@ def make_callback(
             results["last_metrics"] = metrics
             if on_step is not None:
                 on_step(step, metrics)
+            if due:  # the other processes wait for the first one's evaluation
+                ranks.barrier()
+            clock.restart()  # evaluation and logging are not training time
 
         def on_log(self, args, state, control, logs=None, **kw):
             # TRL's own metrics (reward, completion lengths, KL, …) beside isolab's; a value
@@ -295,6 +316,64 @@ def make_callback(
             logger.log_metrics(numeric, step=state.global_step)
 
     return IsolabCallback()
+
+
+class _MfuClock:
+    """Training wall time step by step (evaluation and logging left out) and the MFU it gives
+    against the run's peak: every process's device peak summed (`isolab.compute.peak`)."""
+
+    def __init__(self) -> None:
+        self.peak: float | None = None
+        self.t = time.perf_counter()
+        self.train_s = 0.0
+        self.reward_s = 0.0
+
+    def start(self, logger: RunLogger) -> None:
+        """Find the peak (a collective when the run has several processes) and tag the run."""
+        cuda = torch.cuda.is_available()
+        found = device_peak(
+            "bf16" if cuda else "fp32", torch.cuda.get_device_name() if cuda else None
+        )
+        known = ranks.sum_ints([int(found.flops_per_s is not None)])[0] == ranks.world_size()
+        if known:
+            self.peak = float(ranks.sum_ints([int(found.flops_per_s or 0)])[0])
+        logger.set_tags(
+            {
+                "isolab.peak_flops_per_s": f"{self.peak:.4g}" if self.peak else "unknown",
+                "isolab.peak_source": found.source
+                + (
+                    f", summed over {ranks.world_size()} processes"
+                    if ranks.world_size() > 1
+                    else ""
+                ),
+            }
+        )
+
+    def restart(self) -> None:
+        self.t = time.perf_counter()
+
+    def lap(self) -> float:
+        """Seconds since the last `restart`: the step just finished."""
+        return time.perf_counter() - self.t
+
+    def mfu(self, metrics: dict[str, float], step_s: float, search_s: float) -> dict[str, float]:
+        """The step's MFU, its search and learning parts (learning's time: the step's, less
+        search and reward, so TRL's own overhead counts against it), and the run's so far."""
+        reward_s = metrics["time/reward_s"] - self.reward_s
+        self.reward_s = metrics["time/reward_s"]
+        self.train_s += step_s
+        if not self.peak or step_s <= 0:
+            return {}
+        learning_s = step_s - search_s - reward_s
+        out = {
+            MFU_STEP: metrics["flops_step/total"] / (step_s * self.peak),
+            MFU_RUN: metrics[FLOPS_TOTAL] / (self.train_s * self.peak),
+        }
+        if search_s > 0:
+            out[MFU_SEARCH] = metrics["flops_step/search"] / (search_s * self.peak)
+        if learning_s > 0:
+            out[MFU_LEARNING] = metrics["flops_step/learning"] / (learning_s * self.peak)
+        return out
 
 
 def _eval_flops(ledger: FlopLedger) -> float:
