@@ -86,3 +86,51 @@ def test_two_processes_train_log_once_and_count_what_one_process_counts(tracking
     assert "summed over 2 processes" in tags["isolab.peak_source"]
     assert two.final_metrics[ROLLOUTS] == 3 * 8
     assert two.final_eval and "eval/avg@4" in two.final_eval  # the first process evaluated
+
+
+#: Two points of two processes each: a local worker pair would ask for 2 × 2 = 4 cores.
+MULTI_PROCESS_SWEEP = """\
+name: two-process-points
+base: {model: tiny-m, split: easy, processes: 2, B_p: 2, eval_problems: 8, eval_k_samples: 4,
+       eval_ks: [1, 4]}
+axes: {n: [2, 4]}
+budget_rollouts: 16
+seeds: [0]
+eval_points: 2
+metric: eval/avg@4
+"""
+
+
+def test_local_workers_of_multi_process_runs_must_fit_the_cores(tmp_path, monkeypatch):
+    import os
+
+    from isolab.sweep import runner
+    from isolab.sweep.plan import plan_sweep
+    from isolab.sweep.spec import SweepSpec
+
+    (tmp_path / "spec.yaml").write_text(MULTI_PROCESS_SWEEP)
+    plan = plan_sweep(SweepSpec.from_yaml(tmp_path / "spec.yaml"))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    with pytest.raises(ValueError, match=r"workers = 2 \(--workers\) × processes = 2") as info:
+        runner._check_cores(plan, workers=2, backend="local")
+    assert "run --workers 1" in str(info.value)
+    runner._check_cores(plan, workers=1, backend="local")  # 2 cores for 1 × 2
+    runner._check_cores(plan, workers=2, backend="ray")  # Ray counts CPUs itself
+
+
+@pytest.mark.slow
+def test_a_ray_sweep_runs_two_process_points_side_by_side(cli, isolab_cache, tmp_path):
+    """Each point is one Ray task holding its two processes' CPUs (4 logical CPUs for two at
+    once); both finish, each run made by two processes."""
+    (tmp_path / "spec.yaml").write_text(MULTI_PROCESS_SWEEP)
+    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    out = cli("sweep", "run", "spec.yaml", "--backend", "ray", "--workers", "2",
+              "--tracking-uri", uri)  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert "2 finished, 0 failed" in out.output
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("two-process-points")
+    assert exp is not None
+    runs = [r for r in client.search_runs([exp.experiment_id]) if "isolab.run_key" in r.data.tags]
+    assert sorted(r.data.params["n"] for r in runs) == ["2", "4"]
+    assert {(r.info.status, r.data.tags["isolab.processes"]) for r in runs} == {("FINISHED", "2")}

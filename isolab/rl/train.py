@@ -355,7 +355,8 @@ def launch(cfg: RunConfig, tracking_uri: str | None) -> RunResult:
     with tempfile.TemporaryDirectory(prefix="isolab-ranks-") as tmp:
         config_path, result_path = Path(tmp) / "config.json", Path(tmp) / "result.json"
         config_path.write_text(json.dumps(dataclasses.asdict(cfg)))
-        threads = max(1, (os.cpu_count() or 1) // cfg.processes)
+        # this process's threads (a sweep worker's share, else every core), split among them
+        threads = max(1, torch.get_num_threads() // cfg.processes)
         env = {
             **os.environ,
             RESULT_ENV: str(result_path),

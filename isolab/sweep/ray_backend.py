@@ -73,17 +73,20 @@ def run_ray(
     started_here = not ray.is_initialized()
     # a cluster's nodes have their own model cache: only the parent run travels there
     env = parent_env() if address else worker_env()
-    threads = max(1, int(resources.cpus_per_run))
-    task = ray.remote(
-        num_cpus=resources.cpus_per_run, num_gpus=resources.gpus_per_run, max_retries=0
-    )(_ray_task)
+    task = ray.remote(max_retries=0)(_ray_task)
     waiting = list(range(len(todo)))
     in_flight: dict[Any, int] = {}
 
     def submit() -> None:
         while waiting and len(in_flight) < workers:
             index = waiting.pop(0)
-            in_flight[task.remote(todo[index].config, uri, metric, threads, env)] = index
+            cfg = todo[index].config
+            # a run of K processes (`processes`) is one task with K processes' resources, so
+            # Ray places all of them on one node (torchrun --standalone launches them there)
+            cpus, gpus = resources.for_processes(cfg.processes)
+            threads = max(1, int(cpus))
+            ref = task.options(num_cpus=cpus, num_gpus=gpus).remote(cfg, uri, metric, threads, env)
+            in_flight[ref] = index
             on_start(todo[index])
 
     def collect(timeout: float) -> None:
@@ -102,7 +105,8 @@ def run_ray(
         if started_here and address:
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         elif started_here:
-            _start_local_ray(ray, num_cpus=max(1, math.ceil(workers * resources.cpus_per_run)))
+            widest = max(resources.for_processes(p.config.processes)[0] for p in todo)
+            _start_local_ray(ray, num_cpus=max(1, math.ceil(workers * widest)))
         submit()
         while in_flight:
             collect(timeout=1.0)

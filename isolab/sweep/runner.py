@@ -124,7 +124,32 @@ def check_run(
             "`mlflow server` (PostgreSQL for teams) and pass its URL as the tracking URI, "
             "--tracking-uri http://HOST:PORT."
         )
+    _check_cores(plan, workers, backend)
     check_wall_time(plan, workers)
+
+
+def _check_cores(plan: SweepPlan, workers: int, backend: str) -> None:
+    """Local workers whose runs have several processes (`processes: K`) must fit the cores:
+    workers × K × cpus_per_run threads at most. (Ray counts them itself: a point asks it for
+    K × cpus_per_run CPUs.)"""
+    processes = max((p.config.processes for p in plan.points), default=1)
+    if backend == "ray" or processes == 1:
+        return
+    per_process = max(1, int(plan.spec.resources.cpus_per_run))
+    cores = os.cpu_count() or 1
+    need = workers * processes * per_process
+    if need > cores:
+        fit = cores // (processes * per_process)
+        fix = (
+            f"run --workers {fit}"
+            if fit >= 1
+            else f"lower processes to {max(1, cores // per_process)} or less"
+        )
+        raise ValueError(
+            f"workers = {workers} (--workers) × processes = {processes} × cpus_per_run = "
+            f"{per_process} asks for {need} cores, and this machine has {cores}: {fix}, or use "
+            "--backend ray on a machine (or cluster) with more."
+        )
 
 
 @contextlib.contextmanager
@@ -208,8 +233,9 @@ def _execute(
     with _children_of(parent):
         if backend == "inline":
             interrupted = _run_inline(todo, uri, spec.metric, record, started)
-        elif backend == "local":
-            threads = max(1, int(spec.resources.cpus_per_run))
+        elif backend == "local":  # a worker's threads, split among a run's processes
+            processes = max(p.config.processes for p in todo)
+            threads = max(1, int(spec.resources.cpus_per_run)) * processes
             interrupted = run_local(
                 todo, uri, spec.metric, workers, threads, record, started, STOP_GRACE_S
             )

@@ -59,13 +59,20 @@ class SpecError(ValueError):
 class Resources:
     """What one run needs, for the Ray backend (and the thread count of local workers).
 
+    A run of K processes (`RunConfig.processes`) needs K times both: Ray places its one task,
+    with K·cpus_per_run CPUs and K·gpus_per_run GPUs, on one node.
+
     Attributes:
-        cpus_per_run: CPU cores per run (local workers use this many torch threads).
-        gpus_per_run: GPUs per run (Ray's `num_gpus`; fractions share a GPU).
+        cpus_per_run: CPU cores per run and process (local workers use this many torch threads).
+        gpus_per_run: GPUs per run and process (Ray's `num_gpus`; fractions share a GPU).
     """
 
     cpus_per_run: float = 1.0
     gpus_per_run: float = 0.0
+
+    def for_processes(self, processes: int) -> tuple[float, float]:
+        """(CPUs, GPUs) of a run of `processes` processes."""
+        return self.cpus_per_run * processes, self.gpus_per_run * processes
 
 
 @dataclass(frozen=True)
