@@ -23,6 +23,14 @@ Architectures (random weights, eager attention: `FlopCounterMode` does not see C
   and its sigmoid gate) with 2 of its 24 layers, 8 of its 60 experts and a 32k vocab;
 - `mixtral-8x7b/2L`: Mixtral-8x7B's block at a quarter width (hidden 1024, intermediate 3584,
   8 heads / 2 KV heads, head dim 128, 8 experts, top-2, no shared expert), 2 of 32 layers.
+- the other dense families at their real block shapes, 2 layers and a vocabulary cut to 32k:
+  `mistral-7b/2L@¼` (a quarter of Mistral-7B's width, GQA 4:1, head dim 128), `qwen3-0.6b/2L`
+  (q/k norms, head dim 128 ≠ hidden/heads), `gemma2-2b/2L` (head dim 256, softcapped logits,
+  sandwich norms), `phi3-mini/2L` (fused qkv and gate-up projections), `olmo2-1b/2L` (q/k norms,
+  post-norms), `pythia-410m/2L` (GPT-NeoX: parallel attention and MLP, partial rotary, plain
+  MLP) and `granite-3-2b/2L` (its four multipliers; no sequence-classification head, so no
+  reward-model row). Phi3's and GPT-NeoX's LoRA rows adapt o/down and the MLP projections:
+  adapters on a fused projection are not counted (`lora_targets` refuses them by name).
 
 Mixtures of experts run transformers 5's default experts implementation, `grouped_mm`, as
 isolab's models do. Each is run with full fine-tuning and LoRA (r = 8 on q, k, v, o), for a step with β = 0 and
@@ -37,10 +45,10 @@ accumulate its gradient GEMMs (everywhere but CUDA bf16/fp16); the count below r
 like `addmm`. It has no formula for `aten._grouped_mm` (the `grouped_mm` experts, forward and
 both gradients) either; one is registered too. `tests/test_flops.py` runs the same comparison
 on tiny models, with LoRA on q,k,v,o, on q,v only (PEFT's Llama default) and on all linear
-layers (dense models only), and `tests/test_flops_families.py` on eleven families.
+layers (dense models only), and `tests/test_flops_families.py` on twelve families.
 
-Run: `.venv/bin/python benchmarks/flops_accuracy.py [--arch tiny-llama ...]` (≈ 3 min on 2 cores
-for the dense archs, ≈ 4 min more for the mixtures of experts).
+Run: `.venv/bin/python benchmarks/flops_accuracy.py [--arch tiny-llama ...]` (≈ 25 min on a
+loaded 2-core machine for all twelve; the largest, Gemma2 and Phi3, take 3–4 min each).
 """
 
 from __future__ import annotations
@@ -95,7 +103,19 @@ def count_flops(fn: Callable[[], object]) -> tuple[int, object]:
 
 # ---- architectures --------------------------------------------------------------------------
 def arch_configs() -> dict[str, object]:
-    from transformers import LlamaConfig, MixtralConfig, Qwen2Config, Qwen2MoeConfig
+    from transformers import (
+        Gemma2Config,
+        GPTNeoXConfig,
+        GraniteConfig,
+        LlamaConfig,
+        MistralConfig,
+        MixtralConfig,
+        Olmo2Config,
+        Phi3Config,
+        Qwen2Config,
+        Qwen2MoeConfig,
+        Qwen3Config,
+    )
 
     common = dict(
         pad_token_id=PAD,
@@ -135,6 +155,83 @@ def arch_configs() -> dict[str, object]:
             tie_word_embeddings=True,
             **common,
         ),
+        # The other dense families, each at its real block shape (2 layers, vocab cut to 32k):
+        "mistral-7b/2L@¼": MistralConfig(  # a quarter of the width, heads and ratios kept
+            hidden_size=1024,
+            intermediate_size=3584,
+            num_hidden_layers=2,
+            num_attention_heads=8,
+            num_key_value_heads=2,
+            head_dim=128,
+            sliding_window=4096,
+            vocab_size=32000,
+            tie_word_embeddings=False,
+            **common,
+        ),
+        "qwen3-0.6b/2L": Qwen3Config(
+            hidden_size=1024,
+            intermediate_size=3072,
+            num_hidden_layers=2,
+            num_attention_heads=16,
+            num_key_value_heads=8,
+            head_dim=128,
+            vocab_size=32768,
+            tie_word_embeddings=True,
+            **common,
+        ),
+        "gemma2-2b/2L": Gemma2Config(
+            hidden_size=2304,
+            intermediate_size=9216,
+            num_hidden_layers=2,
+            num_attention_heads=8,
+            num_key_value_heads=4,
+            head_dim=256,
+            query_pre_attn_scalar=256,
+            sliding_window=4096,
+            vocab_size=32768,
+            **common,
+        ),
+        "phi3-mini/2L": Phi3Config(
+            hidden_size=3072,
+            intermediate_size=8192,
+            num_hidden_layers=2,
+            num_attention_heads=32,
+            num_key_value_heads=32,
+            vocab_size=32064,
+            **common,
+        ),
+        "olmo2-1b/2L": Olmo2Config(
+            hidden_size=2048,
+            intermediate_size=8192,
+            num_hidden_layers=2,
+            num_attention_heads=16,
+            num_key_value_heads=16,
+            vocab_size=32768,
+            **common,
+        ),
+        "pythia-410m/2L": GPTNeoXConfig(
+            hidden_size=1024,
+            intermediate_size=4096,
+            num_hidden_layers=2,
+            num_attention_heads=16,
+            rotary_pct=0.25,
+            vocab_size=32768,
+            **common,
+        ),
+        "granite-3-2b/2L": GraniteConfig(
+            hidden_size=2048,
+            intermediate_size=8192,
+            num_hidden_layers=2,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            embedding_multiplier=12.0,
+            residual_multiplier=0.22,
+            attention_multiplier=0.015625,
+            logits_scaling=8.0,
+            vocab_size=32768,
+            tie_word_embeddings=True,
+            **common,
+        ),
         "qwen1.5-moe-a2.7b/2L": Qwen2MoeConfig(
             hidden_size=2048,
             intermediate_size=5632,
@@ -165,6 +262,13 @@ def arch_configs() -> dict[str, object]:
 
 
 ATTENTION_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
+# Fused attention projections (Phi3's `qkv_proj`, GPT-NeoX's `query_key_value`) are not counted
+# as LoRA targets (`isolab.compute.shapes.lora_targets` refuses them by name); these families'
+# LoRA rows adapt their MLP projections instead.
+LORA_TARGETS = {
+    "phi3-mini/2L": ("o_proj", "down_proj"),
+    "pythia-410m/2L": ("dense_h_to_4h", "dense_4h_to_h"),
+}
 # (prompt length, completion length, rollouts): several lengths, one unpadded batch each.
 DEFAULT_BUCKETS = ((7, 5, 3), (12, 9, 2), (4, 14, 1))
 
@@ -201,11 +305,14 @@ def build_reference(config):
 
 
 def build_reward_model(config):
+    """The family's `*ForSequenceClassification`, or None where it has none (Granite)."""
     from transformers import AutoModelForSequenceClassification
 
-    return AutoModelForSequenceClassification.from_config(
-        config, attn_implementation="eager"
-    ).eval()
+    try:
+        model = AutoModelForSequenceClassification.from_config(config, attn_implementation="eager")
+    except ValueError:
+        return None
+    return model.eval()
 
 
 # ---- the real calls ---------------------------------------------------------------------------
@@ -384,8 +491,9 @@ def compare_arch(
             "search": measure_generation(model, vocab, buckets),
             "update": measure_update(model, vocab, buckets),
             "old": measure_logprob_forward(model, vocab, buckets),
-            "reward": measure_reward(reward_model, vocab, buckets),
         }
+        if reward_model is not None:
+            measured["reward"] = measure_reward(reward_model, vocab, buckets)
         if lora is None:
             measured["ref"] = measure_logprob_forward(build_reference(config), vocab, buckets)
         else:
@@ -445,20 +553,26 @@ def compare_arch(
             forward_flops(config, seqs, cpu_logits, lora),
             measured["old"],
         ),
-        Row(
-            arch,
-            mode,
-            "component",
-            "reward model fwd",
-            reward_model_flops(config, seqs),
-            measured["reward"],
-        ),
     ]
+    if reward_model is not None:
+        rows.append(
+            Row(
+                arch,
+                mode,
+                "component",
+                "reward model fwd",
+                reward_model_flops(config, seqs),
+                measured["reward"],
+            )
+        )
     # Whole steps through the ledger: learning = passes·update + [β > 0] ref + [passes > 1] old.
     for beta, passes in steps:
-        ledger = FlopLedger(config, lora=lora, reward_model_config=config)
+        ledger = FlopLedger(
+            config, lora=lora, reward_model_config=config if reward_model is not None else None
+        )
         ledger.record_generation(prompts, completions)
-        ledger.record_reward_model(seqs)
+        if reward_model is not None:
+            ledger.record_reward_model(seqs)
         if passes > 1:
             ledger.record_old_policy_forward(seqs, cpu_logits)
         if beta > 0:
@@ -471,7 +585,11 @@ def compare_arch(
             + (passes > 1) * measured["old"]
         )
         scenario = f"β={beta:g}, μ={passes}"
-        actual = {"search": measured["search"], "learning": learning, "reward": measured["reward"]}
+        actual = {
+            "search": measured["search"],
+            "learning": learning,
+            "reward": measured.get("reward", 0),
+        }
         actual["total"] = sum(actual.values())
         rows += [
             Row(arch, mode, scenario, f"ledger {k}", step[f"flops_step/{k}"], v)
@@ -522,7 +640,8 @@ def main() -> None:
     for arch in args.arch:
         for rank in (0, args.lora_rank):
             t0 = time.perf_counter()
-            rows += compare_arch(arch, configs[arch], rank)
+            targets = LORA_TARGETS.get(arch, ATTENTION_PROJECTIONS)
+            rows += compare_arch(arch, configs[arch], rank, lora_targets=targets)
             print(
                 f"# {arch} {'lora' if rank else 'full'}: {time.perf_counter() - t0:.1f} s",
                 flush=True,
