@@ -1,7 +1,8 @@
 """GPU check: a short GRPO of SmolLM2-135M on GSM8K with vLLM and with HF generate.
 
 Prints completion tokens/s of each generation backend and the ledger's MFU
-(model FLOPs per second of the whole run / the GPU's peak dense bf16 FLOP/s).
+(model FLOPs per second of the whole run / the GPU's peak dense bf16 FLOP/s); with several
+visible GPUs, HF generate once more on all of them (`processes`), and the scaling.
 
     python scripts/gpu_check.py --data-dir ../shared/data [--steps 5] [--model smollm2-135m]
 
@@ -119,7 +120,11 @@ def main() -> None:
         "model": model,
         "random_weights": args.random_weights,
     }
-    for gen in backends:
+    gpus = torch.cuda.device_count()
+    # each backend on one GPU; HF generate also on every visible GPU (`processes`), for scaling
+    cases = [(gen, 1) for gen in backends] + ([("hf", gpus)] if gpus > 1 else [])
+    for gen, processes in cases:
+        label = gen if processes == 1 else f"{gen}×{processes}"
         cfg = RunConfig(
             experiment="gpu-check",
             model=model,
@@ -136,26 +141,38 @@ def main() -> None:
             pool_size=256,
             data_dir=args.data_dir,
             lr_base=1e-6,
+            processes=processes,
         )
         t0 = time.perf_counter()
         r = train(cfg, tracking_uri=f"sqlite:///{tmp}/mlflow.db")
         wall = time.perf_counter() - t0
         m = r.final_metrics
-        results[gen] = {
+        results[label] = {
+            "processes": processes,
             "completion_tokens_per_s": m.get("throughput/completion_tokens_per_s"),
             "search_s": m.get("time/search_s"),
             "flops_total": m["flops/total"],
             "rho": m["compute/rho"],
             "wall_s": wall,
-            "mfu_run": m["flops/total"] / wall / peak,
-            "mfu_search": m["flops/search"] / max(m.get("time/search_s") or 1e-9, 1e-9) / peak,
+            # the ledger's own MFU (training time only, against every GPU's peak), and the
+            # whole run's against this script's peak (set-up and evaluation included)
+            "mfu_ledger": m.get("mfu/run"),
+            "mfu_wall": m["flops/total"] / wall / (peak * processes),
+            "mfu_search": m.get("mfu/search"),
         }
+        row = results[label]
         print(
-            f"[{gen}] completion tokens/s {results[gen]['completion_tokens_per_s']:.0f} · "
-            f"MFU (run, incl. set-up and eval) {results[gen]['mfu_run']:.2%} · "
-            f"MFU (search) {results[gen]['mfu_search']:.2%} · ρ {m['compute/rho']:.2f} · "
+            f"[{label}] completion tokens/s {row['completion_tokens_per_s']:.0f} · "
+            f"MFU (ledger, training time) {row['mfu_ledger'] or float('nan'):.2%} · "
+            f"MFU (wall, incl. set-up and eval) {row['mfu_wall']:.2%} · ρ {row['rho']:.2f} · "
             f"wall {wall:.0f}s",
             flush=True,
+        )
+    if gpus > 1:
+        one, many = results["hf"], results[f"hf×{gpus}"]
+        print(
+            f"scaling, HF generate on {gpus} GPUs vs 1: step throughput "
+            f"{one['wall_s'] / many['wall_s']:.2f}× (ideal {gpus}×)"
         )
     if "vllm" not in backends:
         print(
