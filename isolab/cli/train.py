@@ -48,7 +48,9 @@ def train_with_progress(cfg, tracking_uri):
     from isolab.rl.train import train as run_train
 
     with progress() as bar:
-        task = bar.add_task(safe(cfg.run_name), total=cfg.M * cfg.num_iterations, info="")
+        # a run on several processes (torchrun) reports when they have finished
+        info = f"on {cfg.processes} processes, shown when done" if cfg.processes > 1 else ""
+        task = bar.add_task(safe(cfg.run_name), total=cfg.M * cfg.num_iterations, info=info)
 
         def on_step(step: int, metrics: dict) -> None:
             info = f"ρ {metrics.get('compute/rho', 0):.2f}"
