@@ -11,9 +11,13 @@ from mlflow.tracking import MlflowClient
 from isolab.config import RunConfig
 from isolab.vocab import MFU_STEP, ROLLOUTS, TOKENS
 
-#: Completions of exactly max_completion_tokens (EOS held back): both runs then see the same
-#: tokens, whatever each process samples, so their FLOPs must be equal, not close.
-FIXED_LENGTH = {"grpo": {"generation_kwargs": {"min_new_tokens": 6}}}
+#: Completions of exactly max_completion_tokens (EOS held back; HF generate's and vLLM's
+#: names): both runs then see the same tokens, whatever each process samples, so their FLOPs
+#: must be equal, not close.
+FIXED_LENGTH = {
+    "hf": {"grpo": {"generation_kwargs": {"min_new_tokens": 6}}},
+    "vllm": {"grpo": {"generation_kwargs": {"min_tokens": 6}}},
+}
 STEP_COUNTS = ("flops_step/search", "flops_step/learning", "flops_step/total", ROLLOUTS, TOKENS)
 
 
@@ -44,10 +48,18 @@ def test_an_uneven_batch_is_refused_naming_processes(cli, tmp_path):
     assert "choose processes among [1, 3]" in text
 
 
-def test_two_processes_train_log_once_and_count_what_one_process_counts(tracking_uri, isolab_cache):
+@pytest.mark.parametrize(
+    "generation",
+    # vLLM: one colocated engine per process, ≈ 5 min here: the slow suite
+    ["hf", pytest.param("vllm", marks=pytest.mark.slow)],
+)
+def test_two_processes_train_log_once_and_count_what_one_process_counts(
+    tracking_uri, isolab_cache, generation
+):
     from isolab.rl.train import train
 
     base = dict(
+        generation=generation,
         experiment="processes",
         model="tiny-m",
         split="easy",
@@ -56,7 +68,7 @@ def test_two_processes_train_log_once_and_count_what_one_process_counts(tracking
         M=3,
         eval_problems=8,
         eval_k_samples=4,
-        extra=FIXED_LENGTH,
+        extra=FIXED_LENGTH[generation],
     )
     one = train(RunConfig(**base), tracking_uri=tracking_uri)
     two = train(RunConfig(**base, processes=2), tracking_uri=tracking_uri)
