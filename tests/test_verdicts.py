@@ -185,7 +185,11 @@ def test_the_interaction_test_recovers_a_planted_sign_on_a_clean_world():
     effect = {"eval/avg@4": -0.004 * xn * xc * (design["step"] > 0).to_numpy()}
     world = simulate_world(means, {"eval/avg@4": (0.005, 0.005)}, seed=3, effect=effect)
     result = curve_interaction(world, "eval/avg@4", "n", covariates=("B_p",))
-    assert result.interval[0] < -0.004 < result.interval[1] and result.p_value < 1e-3
+    # the sign, clearly; the size to within 15%: on issue 27's grid the estimate is attenuated
+    # by ≈ 8% (−0.00365 over 20 worlds, s.d. 0.0001), because a run with B up to 2,048 reaches
+    # the early checkpoints (256 … 1,024 rollouts) only at its first step, past the checkpoint
+    # whose mean it is centred on. It is nstar's secondary reading, not the claim's test.
+    assert result.p_value < 1e-3 and -0.004 * 1.15 < result.estimate < -0.004 * 0.85
 
 
 def test_every_committed_study_reports_machine_readable_verdicts(tmp_path, monkeypatch):
