@@ -109,7 +109,7 @@ def committed(tmp_path, monkeypatch, tracking_uri):
 
 def test_every_study_replots_from_its_committed_snapshot(committed, capsys):
     """No training: figures, tables and findings from runs/<study>/cpu/ alone, logged to a fresh
-    MLflow store; 02 reports the direction of n*(C) per split, and a saturation with its
+    MLflow store, with the committed verdicts reached again; 02 reports the direction of n*(C) per split, and a saturation with its
     interval only where n* grows."""
     from mlflow.tracking import MlflowClient
 
@@ -121,7 +121,8 @@ def test_every_study_replots_from_its_committed_snapshot(committed, capsys):
         out = study.output_dir(s, "cpu")
         assert sorted(p.stem for p in (out / "figures").glob("*.png")) == sorted(report.figures)
         assert report.summary and report.versus_paper
-        assert json.loads((out / "findings.json").read_text())
+        assert report.versus_paper == [v.sentence() for v in report.verdicts]
+        _same_verdicts(s.name, json.loads((out / "findings.json").read_text())["verdicts"])
         for sweep in s.sweeps:  # the analysis on the parent run of every sweep it reads
             client = MlflowClient()
             exp = client.get_experiment_by_name(f"{s.data_study}/cpu/{sweep}")
@@ -139,6 +140,30 @@ def test_every_study_replots_from_its_committed_snapshot(committed, capsys):
             assert f["n_saturation"] is None  # a fall or a flat n* is not a saturation
     with capsys.disabled():
         print("\nre-plot from runs/: " + ", ".join(f"{k} {v:.1f} s" for k, v in times.items()))
+
+
+def _same_verdicts(name: str, saved: list[dict]) -> None:
+    """Machine-readable verdicts, and the same ones as the committed findings: the code that
+    derives them may be reorganised, never the verdicts it reaches from the same snapshots
+    (numbers to float tolerance: BLAS kernels differ between CPUs in the last digits)."""
+    import math
+
+    def numbers(value) -> list[float]:  # a number or an interval, null (undefined) as NaN
+        values = value if isinstance(value, list) else [value]
+        return [math.nan if v is None else float(v) for v in values]
+
+    committed = json.loads((REPO / "runs" / name / "cpu" / "findings.json").read_text())
+    assert saved and len(saved) == len(committed["verdicts"]), name
+    for new, old in zip(saved, committed["verdicts"], strict=True):
+        assert {"claim", "split", "call", "statistic", "p_value", "interval",
+                "min_detectable_effect"} <= set(new)  # fmt: skip
+        assert new["call"] in ("agrees", "disagrees", "inconclusive")
+        for key in ("claim", "split", "call", "test", "n_runs", "note"):
+            assert new.get(key) == old.get(key), (name, key, new, old)
+        for key in ("statistic", "p_value", "interval", "min_detectable_effect"):
+            assert numbers(new.get(key)) == pytest.approx(
+                numbers(old.get(key)), rel=1e-6, nan_ok=True
+            ), (name, key)
 
 
 def _runs(rows: list[tuple]) -> pl.DataFrame:
