@@ -23,25 +23,18 @@ from typing import Any
 
 import torch
 
-# Dense bf16 peak by device name (vendor datasheets); override with --peak-tflops.
-PEAK_TFLOPS = {
-    "H200": 989.0,
-    "H100": 989.0,
-    "A100": 312.0,
-    "L40S": 362.0,
-    "A10": 125.0,
-    "L4": 121.0,
-}
-
 
 def peak_tflops(override: float | None) -> float:
+    """Dense bf16 peak of this GPU: `--peak-tflops`, else isolab's table (or its override,
+    `ISOLAB_PEAK_TFLOPS`), the one the ledger's MFU uses."""
     if override:
         return override
-    name = torch.cuda.get_device_name()
-    for key, value in PEAK_TFLOPS.items():
-        if key in name:
-            return value
-    raise SystemExit(f"unknown GPU {name!r}: pass --peak-tflops")
+    from isolab.compute.peak import device_peak
+
+    found = device_peak("bf16", torch.cuda.get_device_name())
+    if found.flops_per_s is None:
+        raise SystemExit(f"{found.source}, or pass --peak-tflops")
+    return found.flops_per_s / 1e12
 
 
 def random_smollm2(path: str) -> str:

@@ -178,7 +178,7 @@ class FlopLedger:
         (`sum_ints`), the reward's wall time their maximum (`max_floats`). Every process calls
         it at the same point of each step (it is a collective)."""
         step = self._step
-        counts = [f.name for f in fields(step) if f.type in (int, "int")]
+        counts = [f.name for f in fields(step) if isinstance(getattr(step, f.name), int)]
         for name, value in zip(counts, sum_ints([getattr(step, n) for n in counts]), strict=True):
             setattr(step, name, int(value))
         (step.reward_s,) = max_floats([step.reward_s])

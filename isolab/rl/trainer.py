@@ -334,9 +334,10 @@ class _MfuClock:
         found = device_peak(
             "bf16" if cuda else "fp32", torch.cuda.get_device_name() if cuda else None
         )
-        known = ranks.sum_ints([int(found.flops_per_s is not None)])[0] == ranks.world_size()
-        if known:
-            self.peak = float(ranks.sum_ints([int(found.flops_per_s or 0)])[0])
+        peak = found.flops_per_s
+        known, total = ranks.sum_ints([peak is not None, int(peak or 0)])
+        if known == ranks.world_size():  # every process's device has a peak
+            self.peak = float(total)
         logger.set_tags(
             {
                 "isolab.peak_flops_per_s": f"{self.peak:.4g}" if self.peak else "unknown",
