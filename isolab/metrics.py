@@ -103,11 +103,18 @@ def worst_at_k(n, c, k) -> np.ndarray:
 def metrics_from_counts(
     counts: Sequence[int], n_samples: int, ks: Sequence[int]
 ) -> dict[str, float]:
-    """`eval/avg@k`, `eval/best@k`, `eval/worst@k` averaged over problems."""
+    """`eval/avg@K`, `eval/best@k`, `eval/worst@k` averaged over problems.
+
+    avg@k, the expected accuracy of one sample, is the same number for every k (the mean of
+    c/n_samples), so it is logged once, under the largest k (`eval/avg@4` for ks = (1, 4)):
+    logging avg@1 beside it invited reading two numbers where there is one. best@1 and worst@1
+    equal it too, so they are logged only when 1 is the only k.
+    """
     arr = np.asarray(counts)
-    out: dict[str, float] = {}
+    out: dict[str, float] = {eval_metric("avg", max(ks)): float(np.mean(arr / n_samples))}
     for k in ks:
-        out[eval_metric("avg", k)] = float(np.mean(arr / n_samples))
+        if k == 1 and len(ks) > 1:
+            continue
         out[eval_metric("best", k)] = float(np.mean(best_at_k(n_samples, arr, k)))
         out[eval_metric("worst", k)] = float(np.mean(worst_at_k(n_samples, arr, k)))
     return out

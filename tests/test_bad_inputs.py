@@ -172,6 +172,8 @@ SPECS = [
     ({"timing": {"step_s": float("nan")}}, "timing.step_s: nan"),
     ({"resources": {"cpus_per_run": float("nan")}}, "resources.cpus_per_run: nan"),
     ({"metric": "eval/avg@8"}, "k = 8 is not in eval_ks [1, 4]; add 8"),
+    ({"metric": "eval/avg@1"}, "logged once, as eval/avg@4"),
+    ({"metric": "eval/best@1"}, "best@1 and worst@1 equal avg@k"),
     ({"metric": "eval/loss"}, "metric: 'eval/loss': pick eval/avg@k"),
     ({"name": "a\u202eb"}, "name: 'a\\u202eb': holds the control or formatting character U+202E"),
     ({"name": "a\u2028b"}, "U+2028"),

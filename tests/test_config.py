@@ -196,8 +196,8 @@ def test_every_example_is_a_valid_run_config(path):
         assert plan["flops/total"] > 0 and 0 < plan["compute/rho"] <= 1
 
 
-def test_the_readme_config_is_the_tiny_easy_example():
-    readme = (REPO / "README.md").read_text()
+def test_the_documented_config_is_the_tiny_easy_example():
+    readme = (REPO / "docs" / "commands.md").read_text()
     block = readme.split("```yaml\n", 1)[1].split("```", 1)[0]
     assert yaml.safe_load(block) == yaml.safe_load(
         (REPO / "examples" / "tiny-easy.yaml").read_text()

@@ -33,9 +33,13 @@ def test_vectorised_over_arrays():
 
 def test_metrics_names_and_ordering():
     m = metrics_from_counts([0, 2, 8, 5], n_samples=8, ks=(1, 4))
-    for name in ("eval/avg@1", "eval/best@1", "eval/worst@1"):
-        assert m[name] == pytest.approx(15 / 32)
+    # avg@k is the mean accuracy whatever k: logged once, under the largest k; best@1 and
+    # worst@1 equal it and are not logged beside it
+    assert set(m) == {"eval/avg@4", "eval/best@4", "eval/worst@4"}
+    assert m["eval/avg@4"] == pytest.approx(15 / 32)
     assert m["eval/worst@4"] <= m["eval/avg@4"] <= m["eval/best@4"]
+    one = metrics_from_counts([0, 2, 8, 5], n_samples=8, ks=(1,))
+    assert one == pytest.approx({n: 15 / 32 for n in ("eval/avg@1", "eval/best@1", "eval/worst@1")})
 
 
 def test_k_above_samples_is_an_error():

@@ -1,6 +1,6 @@
-"""Every command the README shows runs: one row per command, through the real `isolab` in a
-subprocess, on a scratch store, at smoke scale. A command added to the README's Quickstart or
-Commands table without a row here fails `test_every_readme_command_has_a_row`.
+"""Every command the README and the pages under docs/ show runs: one row per command, through the
+real `isolab` in a subprocess, on a scratch store, at smoke scale. A command added to the README
+or a docs page without a row here fails `test_every_readme_command_has_a_row`.
 
 The cases run in order on one scratch project (`train` makes the experiment `runs export`
 exports, whose snapshot `runs import` loads), so they are one test per row in file order.
@@ -22,6 +22,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
+#: The README and every page it links under docs/: a command any of them shows is tested here.
+DOCS = [README, *sorted((REPO / "docs").glob("*.md"))]
 SMOKE_SNAPSHOTS = REPO / "tests" / "fixtures" / "smoke-snapshots"
 
 #: A run config at smoke scale: seconds to train, evaluated at its start and end.
@@ -156,10 +158,10 @@ COVERED_APART = {"ui", "demo", "make test"}
 
 
 def readme_commands() -> set[str]:
-    """The commands the README names, in its text or its code blocks: `isolab WORD [WORD]` where
-    the second word is a sub-command of a group (a group named alone is not a command), and
-    `make TARGET` in the Quickstart."""
-    text = README.read_text()
+    """The commands the README and docs/ name, in their text or code blocks: `isolab WORD
+    [WORD]` where the second word is a sub-command of a group (a group named alone is not a
+    command), and `make TARGET` in the README's Quickstart."""
+    text = "\n".join(page.read_text() for page in DOCS)
     blocks = "\n".join(re.findall(r"^```\w*\n(.*?)^```", text, re.M | re.S))
     groups = {"models", "sweep", "study", "runs"}
     word = r"isolab ((?:--)?[a-z][a-z-]*)(?: ([a-z]+))?"
@@ -170,7 +172,7 @@ def readme_commands() -> set[str]:
             found.add(first)
         elif second:
             found.add(f"{first} {second}")
-    quickstart = text.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    quickstart = README.read_text().split("## Quickstart", 1)[1].split("\n## ", 1)[0]
     found |= {f"make {t}" for t in re.findall(r"^make (\w+)", quickstart, re.M)}
     return found
 

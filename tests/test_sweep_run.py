@@ -29,7 +29,6 @@ METRICS = (
     "eval/avg_at_4",
     "eval/best_at_4",
     "eval/worst_at_4",
-    "eval/avg_at_1",
     "flops/total",
     "flops/search",
     "flops/learning",

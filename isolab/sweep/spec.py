@@ -199,6 +199,21 @@ class SweepSpec:
                     f"{self.metric}: k = {k} is not in eval_ks {list(eval_ks)}; add {k} to "
                     f"{where} (with eval_k_samples ≥ {k}) or pick a metric of those k.",
                 )
+            # avg@k is one number whatever k, logged under the largest k only; best@1 and
+            # worst@1 equal it (isolab.metrics.metrics_from_counts)
+            logged = f"{self.metric.split('@')[0]}@{max(eval_ks)}"
+            if self.metric.startswith("eval/avg@") and k != max(eval_ks):
+                raise SpecError(
+                    "metric",
+                    f"{self.metric}: avg@k is the mean accuracy for every k and is logged once, "
+                    f"as {logged} (the largest of eval_ks {list(eval_ks)}); use metric: {logged}.",
+                )
+            if k == 1 and len(eval_ks) > 1:
+                raise SpecError(
+                    "metric",
+                    f"{self.metric}: best@1 and worst@1 equal avg@k and are not logged beside "
+                    f"it; use metric: eval/avg@{max(eval_ks)}.",
+                )
 
     def _check_steps(self) -> None:
         """A rollout budget whose smallest batch would take more steps than the size guard of
