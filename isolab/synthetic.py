@@ -105,6 +105,7 @@ def isocompute_laws() -> dict[str, IsoComputeLaw]:
     """An Easy-set-like family: larger n lifts worst@4 most and best@4 least (IsoCompute §5)."""
     return {
         EVAL_AVG: IsoComputeLaw(),
+        "eval/avg@1": IsoComputeLaw(),
         EVAL_BEST: IsoComputeLaw(R0=0.45, A_max=0.95, n_sat=64),
         EVAL_WORST: IsoComputeLaw(R0=0.05, A_max=0.6, n_sat=512, C_mid_ref=1.5e4),
     }

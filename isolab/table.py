@@ -30,6 +30,7 @@ BOOKKEEPING_FIELDS = (
     "eval_problems",
     "eval_k_samples",
     "eval_ks",
+    "eval_sets",
     "pool_size",
     "data_dir",
     "trust_remote_code",
@@ -180,9 +181,10 @@ def with_cell(df: pl.DataFrame) -> pl.DataFrame:
     cols = [c for c in CONFIG_COLUMNS if c in df.columns and df[c].n_unique() > 1]
     if not cols:
         return df.with_columns(cell=pl.lit("all"))
-    return df.with_columns(
-        cell=pl.concat_str([pl.col(c).cast(pl.String) for c in cols], separator="|")
-    )
+    # a null (a field a run predates) is a value of its own: concat_str would make the whole
+    # cell null and lump every run holding one null into one configuration
+    parts = [pl.col(c).cast(pl.String).fill_null("∅") for c in cols]
+    return df.with_columns(cell=pl.concat_str(parts, separator="|"))
 
 
 def final_rows(df: pl.DataFrame, metric: str) -> pl.DataFrame:

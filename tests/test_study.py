@@ -292,3 +292,20 @@ def test_findings_are_strict_json_even_when_a_fit_fails(tmp_path, monkeypatch):
 
     data = json.loads((out / "findings.json").read_text(), parse_constant=reject)
     assert data["easy"]["n_saturation"] is None
+
+
+def test_a_field_some_runs_predate_does_not_merge_their_configurations():
+    """A null config value (a run logged before the field existed) is a value of its own: the
+    committed nstar main mixed null and {} eval_sets on Hard, and concat_str's null made 14 runs
+    of 7 configurations one cell, which the contrasts took for one configuration."""
+    from isolab.table import with_cell
+    from isolab.tracking.runs import load_runs
+
+    df = pl.DataFrame(
+        {"n": [2, 4, 8, 2], "B_p": [16, 16, 16, 64], "lr_scaling": [None, None, "sqrt", "sqrt"]}
+    )
+    cells = with_cell(df)["cell"]
+    assert cells.null_count() == 0 and cells.n_unique() == 4
+    snap = with_cell(load_runs(REPO / "runs" / "nstar" / "cpu" / "main"))
+    per_cell = snap.group_by("split", "cell").agg(pl.col("run_key").n_unique())
+    assert per_cell["run_key"].max() == 3  # each configuration's 3 seeds, none merged

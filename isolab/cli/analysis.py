@@ -27,14 +27,48 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def print_frame(df: pl.DataFrame, title: str, max_rows: int = 20) -> None:
-    """A polars frame as a rich table (first `max_rows` rows)."""
-    table = Table(*map(safe, df.columns), title=safe(title), title_justify="left")
-    for row in df.head(max_rows).iter_rows():
-        table.add_row(*(safe(_fmt(v)) for v in row))
-    if df.height > max_rows:
-        table.caption = f"… {df.height - max_rows} more rows"
+#: Longest text cell a table prints whole; a longer one becomes a footnote mark, its text given
+#: in full under the table, so that a 'reason' does not wrap over twenty lines.
+MAX_CELL_CHARS = 24
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def print_frame(df: pl.DataFrame, title: str, max_rows: int = 12) -> None:
+    """A polars frame as a rich table that fits the console: columns and rows holding nothing
+    but NaN dropped (a row is not kept for its first column alone), long text cells as
+    footnotes, and past `max_rows` rows an evenly spaced selection (the saved CSV has all)."""
+    rows = [r for r in df.iter_rows() if not all(map(_blank, r[1:]))] if df.width > 1 else []
+    keep = [j for j in range(df.width) if not all(_blank(r[j]) for r in rows)]
+    if not rows or len(keep) < 2:
+        console.print(f"{safe(title)}: no finite values ({df.height} rows)")
+        return
+    shown = rows
+    if len(rows) > max_rows:
+        step = (len(rows) - 1) / (max_rows - 1)
+        shown = [rows[i] for i in sorted({round(k * step) for k in range(max_rows)})]
+    notes: dict[str, int] = {}
+    table = Table(*(safe(df.columns[j]) for j in keep), title=safe(title), title_justify="left")
+    for row in shown:
+        cells = []
+        for j in keep:
+            text = _fmt(row[j])
+            if len(text) > MAX_CELL_CHARS:
+                mark = notes.setdefault(text, len(notes) + 1)
+                text = f"[{mark}]"
+            cells.append(safe(text))
+        table.add_row(*cells)
+    caption = []
+    if len(shown) < len(rows):
+        caption.append(f"{len(shown)} of {len(rows)} rows, evenly spaced")
+    if len(rows) < df.height:
+        caption.append(f"{df.height - len(rows)} rows without a finite value left out")
+    table.caption = "; ".join(caption) or None
     console.print(table)
+    for text, mark in notes.items():
+        console.print(f"  [{mark}] {text}", markup=False, highlight=False)
 
 
 def _parse_band(text: str | None) -> tuple[float, float] | None:

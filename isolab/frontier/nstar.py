@@ -17,7 +17,7 @@ import polars as pl
 from isolab.frontier.blas import single_threaded
 from isolab.frontier.fit import SigmoidFit, fit_sigmoid
 from isolab.frontier.law import predict_params
-from isolab.frontier.per_n import per_n_points, seed_replicates
+from isolab.frontier.per_n import per_n_curves, per_n_points, seed_replicates
 from isolab.frontier.saturation import (
     compute_grid,
     envelope,
@@ -48,12 +48,16 @@ class NStarResult:
             `n_star` (running geometric mean over `window` grid points), `fit` (the sigmoid of
             log2 n* evaluated, as n), `fit_lo` / `fit_hi` (bootstrap band).
         per_n: one row per n: its sigmoid parameters, intervals, status and compute range.
-        curves: long table (`n`, `C`, `reward_fit`) of each per-n fit over its data range.
+        curves: long table (`n`, `C`, `reward_fit`, `reward_lo`, `reward_hi`, `status`) of each
+            per-n fit over its data range; a ``flat`` fit as its observed level ± SD
+            (`isolab.frontier.per_n.per_n_curves`).
         fits: per-n `SigmoidFit`, keyed by n.
         fit: the sigmoid of log2 n* against C (`A` = log2 of the saturation), or None.
         n_saturation: 2**A, the n at which n*(C) saturates (NaN when not identifiable).
         n_saturation_ci: bootstrap percentile interval of `n_saturation`.
         status, reason: ``ok`` / ``extrapolated`` / ``not identifiable`` and why.
+        ci: the level of every bootstrap interval here (`n_saturation_ci`, the band in
+            `table`, the per-n fits' intervals).
     """
 
     metric: str
@@ -67,6 +71,7 @@ class NStarResult:
     n_saturation_ci: tuple[float, float]
     status: Status
     reason: str = ""
+    ci: float = 0.95
 
     @classmethod
     def not_identifiable(
@@ -80,6 +85,7 @@ class NStarResult:
         curves: pl.DataFrame | None = None,
         fits: dict[int, SigmoidFit] | None = None,
         fit: SigmoidFit | None = None,
+        ci: float = 0.95,
     ) -> NStarResult:
         """A result that names why n*(C) could not be had (the parts that could, kept)."""
         empty = pl.DataFrame()
@@ -95,6 +101,7 @@ class NStarResult:
             n_saturation_ci=(float("nan"), float("nan")),
             status="not identifiable",
             reason=reason,
+            ci=ci,
         )
 
     def n_star_at(self, C: Any) -> np.ndarray:
@@ -137,14 +144,19 @@ def optimal_n(
        (``"all"``, averaging over B_p). Records are maxima of noisy points, biased upwards and
        more so for an n with more configurations; on synthetic runs at 2% noise
        ``best_config`` recovers the planted saturation most closely, hence the default.
+       A ``flat`` fit (no rise beyond noise) takes no part in what follows: its curve says
+       nothing about the compute at which its n overtakes another, and the argmax of curves
+       that are all flat is the argmax of noise, so with fewer than two rising curves n*(C)
+       is not identifiable.
     3. The upper envelope of the per-n curves on a log-spaced compute grid gives the raw n*(C)
        (each curve only within the compute its runs cover), starting where the earliest curve
        has made `min_progress` of its rise (before that every n is at R0 and the argmax is
        noise); a running average of log2 n* over `window` grid points smooths the steps
        between grid values of n.
     4. A sigmoid of log2 n* against log C (the same law, with A bounded by the n grid) gives the
-       saturation ``n_sat = 2^A``. Bootstrap: replicate b of every per-n fit (residual
-       bootstrap) gives envelope b, whose sigmoid gives ``n_sat_b``; percentiles give the CI.
+       saturation ``n_sat = 2^A``. Bootstrap: replicate b of every per-n fit (its seeds
+       resampled within configurations; the residuals, when no configuration has two seeds)
+       gives envelope b, whose sigmoid gives ``n_sat_b``; percentiles give the CI.
     """
     df = to_polars(df)
     require(df, x, y, "n")
@@ -152,8 +164,15 @@ def optimal_n(
     df = finite_rows(df, x, y, context=f"optimal_n({y})")
     empty = pl.DataFrame()
 
-    def fail(reason: str, per: pl.DataFrame = empty, fits: dict | None = None) -> NStarResult:
-        return NStarResult.not_identifiable(y, x, reason, per_n=per, fits=fits)
+    def fail(
+        reason: str,
+        per: pl.DataFrame = empty,
+        fits: dict | None = None,
+        curves: pl.DataFrame | None = None,
+    ) -> NStarResult:
+        return NStarResult.not_identifiable(
+            y, x, reason, per_n=per, fits=fits, curves=curves, ci=ci
+        )
 
     if df.height == 0:
         return fail(f"no finite values of {y}")
@@ -178,10 +197,22 @@ def optimal_n(
         fits[n] = f
         rows.append({"n": n, **f.to_dict(), "C_lo": c_lo, "C_hi": c_hi})
     per = pl.DataFrame(rows)
-    usable = [n for n, f in fits.items() if f.identifiable and np.isfinite(points[n][2])]
+    curves_tbl = per_n_curves(fits, points, grid_points)
+    usable = [
+        n
+        for n, f in fits.items()
+        if f.identifiable and f.status != "flat" and np.isfinite(points[n][2])
+    ]
     if len(usable) < 2:
-        bad = "; ".join(f"n={n}: {f.reason}" for n, f in fits.items() if not f.identifiable)
-        return fail(f"fewer than two n have an identifiable reward curve ({bad})", per, fits)
+        bad = "; ".join(
+            f"n={n}: {'flat (no rise beyond noise)' if f.status == 'flat' else f.reason}"
+            for n, f in fits.items()
+            if n not in usable
+        )
+        return fail(
+            f"fewer than two n have a reward curve that rises beyond noise ({bad})",
+            per, fits, curves_tbl,
+        )  # fmt: skip
 
     # 3: the envelope of the per-n curves, and its running average
     grid = compute_grid(
@@ -194,13 +225,6 @@ def optimal_n(
     point_curves = np.stack([fits[n].predict(grid) for n in usable])  # n×G
     raw = envelope(point_curves, valid, n_arr)
     smooth = running_mean(raw, window)
-    curves_tbl = pl.DataFrame(
-        {
-            "n": np.repeat(n_arr.astype(int), grid_points),
-            "C": np.tile(grid, len(usable)),
-            "reward_fit": np.where(valid, point_curves, np.nan).ravel(),
-        }
-    ).filter(pl.col("reward_fit").is_not_nan())
 
     # 4: a sigmoid of log2 n* against compute, whose asymptote is the saturation
     table = pl.DataFrame({"C": grid, "n_star_raw": 2.0**raw, "n_star": 2.0**smooth})
@@ -233,6 +257,7 @@ def optimal_n(
             curves=curves_tbl,
             fits=fits,
             fit=fit,
+            ci=ci,
         )
 
     # bootstrap: envelope b of replicate b of every per-n fit (K×G), None without replicates
@@ -263,11 +288,11 @@ def optimal_n(
                 y, x,
                 f"n*(C) falls with compute ({2.0**fit.R0:.3g} → {2.0**fit.A:.3g}): no "
                 "saturation to report (the Playbook finds n* grows, then saturates)",
-                table=table, per_n=per, curves=curves_tbl, fits=fits, fit=fit,
+                table=table, per_n=per, curves=curves_tbl, fits=fits, fit=fit, ci=ci,
             )  # fmt: skip
     dropped = [n for n in ns if n not in usable]
     if dropped:
-        reasons.append(f"n = {dropped} left out: no identifiable reward curve")
+        reasons.append(f"n = {dropped} left out: no reward curve that rises beyond noise")
     return NStarResult(
         metric=y,
         x=x,
@@ -280,4 +305,5 @@ def optimal_n(
         n_saturation_ci=sat_ci,
         status=status,
         reason="; ".join(reasons),
+        ci=ci,
     )

@@ -1,5 +1,6 @@
-"""What each n's reward curve is fitted to in `optimal_n`: the points chosen per n, and the
-cluster-bootstrap replicates of the seed means that give the fits their intervals."""
+"""What each n's reward curve is fitted to in `optimal_n`: the points chosen per n, the
+cluster-bootstrap replicates of the seed means that give the fits their intervals, and the
+table of the fitted curves that figures draw."""
 
 from __future__ import annotations
 
@@ -31,16 +32,21 @@ def best_config(grp: pl.DataFrame, x: str, y: str) -> pl.DataFrame:
         .agg(pl.col(y).mean().alias("_score"))
         .sort("_score", descending=True)
     )
-    return grp.join(score.head(1).select(cfg), on=cfg, how="semi")
+    # a parameter logged as null by some runs (one added after they ran) is still one value
+    return grp.join(score.head(1).select(cfg), on=cfg, how="semi", nulls_equal=True)
 
 
 def seed_replicates(
     df: pl.DataFrame, avg: pl.DataFrame, x: str, y: str, n_boot: int, rng
-) -> np.ndarray:
+) -> np.ndarray | None:
     """Cluster-bootstrap replicates of the seed means in `avg` (rows of `seed_average`, in its
     order): each replicate draws each configuration's seeds with replacement. A configuration
     with one seed gets Gaussian noise of the seed SD pooled over configurations with several
-    (what a second seed would have shown). Shape (n_boot, rows of `avg`)."""
+    (what a second seed would have shown). Shape (n_boot, rows of `avg`).
+
+    None when no configuration has two seeds: there is no seed spread to resample, and
+    replicates that all equal the data would give intervals of width zero (the caller falls
+    back on resampling the fits' residuals)."""
     cfg = [c for c in CONFIG_COLUMNS if c in df.columns]
     key = "run_key" if "run_key" in df.columns else "run_id"
     wide = df.pivot(on="step", index=[*cfg, key], values=y, aggregate_function="mean")
@@ -55,7 +61,9 @@ def seed_replicates(
             for part in cells.values()
             if part.height > 1
         ]
-    sd = np.sqrt(np.nanmean(spread, axis=0)) if spread else np.zeros(len(steps))
+    if not spread:
+        return None
+    sd = np.sqrt(np.nanmean(spread, axis=0))
     for values, part in cells.items():
         V = part.select(steps).to_numpy().astype(float)  # seeds × steps
         S = V.shape[0]
@@ -99,3 +107,39 @@ def per_n_points(avg: pl.DataFrame, x: str, y: str, per_n: str, bin_width: float
             pts["_row"].to_numpy() if "_row" in pts.columns else None,
         )
     return dict(sorted(out.items()))
+
+
+def per_n_curves(fits: dict, points: dict, grid_points: int) -> pl.DataFrame:
+    """Long table (`n`, `C`, `reward_fit`, `reward_lo`, `reward_hi`, `status`) of each n's
+    fitted curve over the compute its runs cover, `grid_points` log-spaced points per n.
+
+    A ``flat`` fit (no significant rise) is drawn as what was observed, not as its sigmoid,
+    whose A, C_mid and B describe noise and can bend below the base score: its level is the
+    mean of the points it was fitted to (compute > 0), `reward_lo` / `reward_hi` that ± their
+    standard deviation. Other fits have no band here (NaN)."""
+    rows = []
+    for n, f in fits.items():
+        C_pts, R_pts, c_lo, c_hi, _ = points[n]
+        if not f.identifiable or not (np.isfinite(c_lo) and c_hi > c_lo):
+            continue
+        C = np.geomspace(c_lo, c_hi, grid_points)
+        if f.status == "flat":
+            R = R_pts[C_pts > 0]
+            level = float(np.mean(R))
+            sd = float(np.std(R, ddof=1)) if len(R) > 1 else 0.0
+            fit, lo, hi = (
+                np.full_like(C, level),
+                np.full_like(C, level - sd),
+                np.full_like(C, level + sd),
+            )
+        else:
+            fit, lo, hi = f.predict(C), np.full_like(C, np.nan), np.full_like(C, np.nan)
+        rows.append(
+            pl.DataFrame(
+                {"n": np.full(len(C), n), "C": C, "reward_fit": fit, "reward_lo": lo,
+                 "reward_hi": hi, "status": np.full(len(C), f.status)}
+            )
+        )  # fmt: skip
+    if not rows:
+        return pl.DataFrame()
+    return pl.concat(rows).filter(pl.col("reward_fit").is_not_nan())

@@ -1,10 +1,11 @@
-"""What to use at a budget: the allocation the fitted laws recommend."""
+"""What to use at a budget: the allocation the fitted laws recommend, hedged by what the runs can
+tell apart (their noise), how many seeds they have and where the grid of n ends."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import polars as pl
@@ -12,22 +13,50 @@ import polars as pl
 from isolab.frontier.blas import single_threaded
 from isolab.frontier.envelope import frontier
 from isolab.frontier.nstar import NStarResult, optimal_n
-from isolab.table import as_float, finite_rows, require, seed_average, to_polars
-from isolab.vocab import DEFAULT_X, DEFAULT_Y
+from isolab.table import as_float, as_int, finite_rows, require, to_polars
+from isolab.vocab import DEFAULT_X, DEFAULT_Y, RUN_ID, RUN_KEY
+
+#: GRPO's smallest group: its advantage is a reward minus the group's mean, which needs two
+#: rollouts per problem (`isolab.config.RunConfig` refuses n < 2 for that reason).
+GRPO_MIN_N = 2
+#: Two options are within noise when they differ by less than this many standard errors of
+#: their difference (≈ a two-sided 95% test).
+WITHIN_SE = 2.0
+#: The best observed point is a maximum over many noisy points (for a few hundred, the largest
+#: of N Gaussian draws sits ≈ √(2 ln N) ≈ 3 SD above their mean): a fit this many SD of one
+#: run's noise below it is read as that maximum, not as a pessimistic fit.
+MAX_OF_POINTS_SD = 3.0
 
 
 @dataclass(frozen=True)
 class Recommendation:
-    """ "At this budget use n ≈ …, B_p ≈ …, M ≈ …", with the evidence.
+    """ "At this budget use n ≈ …, B_p ≈ …, M ≈ …", with the evidence and its uncertainty.
 
     Attributes:
         budget: compute budget in units of `x` (rollouts by default).
         n, B_p, M: the allocation (n and B_p from the grid that was run; M = budget / (B_p·n)).
-        n_star, n_star_ci: the fitted n*(budget) and its bootstrap interval.
-        expected: reward of the recommended n's fitted curve at the budget.
+        n_star, n_star_ci: the fitted n*(budget) and its bootstrap interval (at `ci_level`).
+        expected: reward of the recommended n's fitted curve at the budget; NaN when that fit
+            is flat (no rise beyond noise) or missing: then no point estimate is given.
         frontier_reward: best reward observed at compute ≤ budget, and `frontier_config` its run.
-        evidence: configurations ranked by their seed-averaged reward at the budget.
+        evidence: configurations ranked by their seed-averaged reward at the budget, with
+            `seeds`, their SD (`seed_sd`) and the standard error of the mean (`se`).
         notes: caveats (extrapolation beyond the data, fits that were not identifiable).
+        hedges: what the runs cannot tell: one seed, the n within noise of the best, an
+            optimum at the grid's edge, `expected_note`; sentences for a person, in that order.
+        within_noise: the n whose best configuration is within noise of the best at the budget
+            (the data's largest compute, beyond it); the best alone without a noise estimate.
+        noise_sd, noise_source: SD of one run's reward at the budget and where it comes from:
+            ``seeds`` (spread between seeds, pooled over configurations), ``evaluation``
+            (binomial sampling of eval_problems × eval_k_samples, one seed) or ``none``.
+        seeds: the most seeds any configuration has.
+        edge: ``smallest`` / ``largest`` when n is the grid's smallest / largest n, else "".
+        extension: the n to add to the grid to find an optimum beyond its edge ("" when none
+            can be run: below GRPO's minimum n = 2).
+        expected_note: why `expected` is missing, or why it lies below `frontier_reward`.
+        ci_level: level of `n_star_ci`.
+        n_star_from: ``fit`` (the sigmoid of log n*), ``envelope`` (the raw envelope of the
+            per-n fits, when that sigmoid could not be fitted) or "" (neither: n from the runs).
     """
 
     budget: float
@@ -42,23 +71,211 @@ class Recommendation:
     frontier_config: dict[str, Any]
     evidence: pl.DataFrame
     notes: tuple[str, ...] = ()
+    hedges: tuple[str, ...] = ()
+    within_noise: tuple[int, ...] = ()
+    noise_sd: float = float("nan")
+    noise_source: Literal["seeds", "evaluation", "none"] = "none"
+    seeds: int = 0
+    edge: Literal["smallest", "largest", ""] = ""
+    extension: str = ""
+    expected_note: str = ""
+    ci_level: float = 0.95
+    n_star_from: Literal["fit", "envelope", ""] = "fit"
 
     @property
-    def summary(self) -> str:
-        """One sentence for a person."""
+    def headline(self) -> str:
+        """The allocation and its numbers, in one sentence."""
         lo, hi = self.n_star_ci
         parts = []
         if np.isfinite(self.n_star):
-            ci = f", 95% CI [{lo:.0f}, {hi:.0f}]" if np.isfinite(lo) else ""
-            parts.append(f"fitted n* = {self.n_star:.0f}{ci}")
+            ci = f", {self.ci_level:.0%} CI [{lo:.0f}, {hi:.0f}]" if np.isfinite(lo) else ""
+            what = "fitted n*" if self.n_star_from == "fit" else "n* of the envelope"
+            parts.append(f"{what} = {self.n_star:.0f}{ci}")
         if np.isfinite(self.expected):
             parts.append(f"expected {self.metric} ≈ {self.expected:.3f}")
         if np.isfinite(self.frontier_reward):
             parts.append(f"best observed at ≤ C: {self.frontier_reward:.3f}")
         evidence = f" ({'; '.join(parts)})" if parts else ""
+        edge = f" (the grid's {self.edge} n)" if self.edge else ""
         return (
-            f"at C = {self.budget:.3g} use n ≈ {self.n}, B_p ≈ {self.B_p}, M ≈ {self.M}{evidence}"
+            f"at C = {compute(self.budget)} use n ≈ {self.n}{edge}, B_p ≈ {self.B_p}, "
+            f"M ≈ {self.M}{evidence}"
         )
+
+    @property
+    def summary(self) -> str:
+        """The headline and the hedges (`expected_note` among them), for a person."""
+        return ". ".join([self.headline, *self.hedges])
+
+
+def compute(value: float) -> str:
+    """A compute for a sentence: 65,536 (plain below a million), 3.36e+07 above."""
+    return f"{value:,.0f}" if value < 1e6 else f"{value:.3g}"
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The noise of one run's reward at a budget, and how it was had (`budget_noise`);
+    `draws` = P·K, the evaluation's samples, for binomial noise."""
+
+    sd: float
+    source: Literal["seeds", "evaluation", "none"]
+    seeds: int
+    text: str
+    draws: int = 0
+
+
+def runs_at_budget(df: pl.DataFrame, budget: float, x: str, y: str) -> pl.DataFrame:
+    """Per configuration (`n`, `B_p`, `M` present): the seed mean of `y` at the budget, each run
+    interpolated in log compute (a run that stops earlier counts at its last point), with
+    `C_max`, `seeds` and their SD `seed_sd` (null with one seed); best first."""
+    cfg = [c for c in ("n", "B_p", "M") if c in df.columns]
+    run = [c for c in (RUN_KEY, RUN_ID) if c in df.columns][:1] or [
+        *cfg,
+        *(["seed"] if "seed" in df.columns else []),
+    ]
+    rows = []
+    for _, g in df.filter(pl.col(x) > 0).sort(x).group_by(run, maintain_order=True):
+        C, R = g[x].to_numpy().astype(float), g[y].to_numpy().astype(float)
+        at = float(np.interp(math.log(min(budget, C[-1])), np.log(C), R))
+        rows.append({**{c: g[c][0] for c in cfg}, "C_max": C[-1], "_value": at})
+    if not rows:
+        return pl.DataFrame()
+    return (
+        pl.DataFrame(rows)
+        .group_by(cfg, maintain_order=True)
+        .agg(
+            pl.col("C_max").max(),
+            pl.col("_value").mean().alias(f"{y}_at_budget"),
+            pl.len().alias("seeds"),
+            pl.col("_value").std().alias("seed_sd"),
+        )
+        .sort(f"{y}_at_budget", descending=True, maintain_order=True)
+    )
+
+
+def budget_noise(df: pl.DataFrame, evidence: pl.DataFrame, y: str) -> Noise:
+    """SD of one run's `y` at the budget: the spread between seeds pooled over configurations
+    with two or more; else the binomial sampling noise of the evaluation,
+    √(R(1−R)/(P·K)) for P = eval_problems, K = eval_k_samples (exact for avg@k, a floor under
+    the spread between seeds that one seed cannot show); else none."""
+    seeds = as_int(evidence["seeds"].max()) if evidence.height else 0
+    multi = evidence.filter(pl.col("seeds") >= 2)
+    if multi.height:
+        dof = int((multi["seeds"] - 1).sum())
+        sd = math.sqrt(as_float(((multi["seeds"] - 1) * multi["seed_sd"] ** 2).sum()) / dof)
+        return Noise(
+            sd,
+            "seeds",
+            seeds,
+            f"seed spread, SD {sd:.3f} of one run ({multi.height} configurations with ≥ 2 seeds, "
+            f"{dof} df)",
+        )
+    cols = ("eval_problems", "eval_k_samples")
+    if all(c in df.columns and df[c].drop_nulls().len() for c in cols) and evidence.height:
+        P, K = (int(as_float(df[c].min())) for c in cols)
+        R = float(evidence[f"{y}_at_budget"][0])
+        sd = math.sqrt(max(R * (1 - R), 0.0) / (P * K))
+        return Noise(
+            sd,
+            "evaluation",
+            seeds,
+            f"evaluation binomial noise only, SD √(R(1−R)/(P·K)) = {sd:.3f} at R = {R:.3f} for "
+            f"P = {P} problems × K = {K} samples",
+            draws=P * K,
+        )
+    return Noise(
+        float("nan"),
+        "none",
+        seeds,
+        "no noise estimate: one seed and no eval_problems / eval_k_samples in the table",
+    )
+
+
+def with_standard_errors(evidence: pl.DataFrame, noise: Noise, y: str) -> pl.DataFrame:
+    """`se`: the standard error of each configuration's seed mean under `noise`."""
+    value = pl.col(f"{y}_at_budget")
+    if noise.source == "evaluation":  # binomial at each configuration's own reward
+        sd = ((value * (1 - value)).clip(lower_bound=0) / noise.draws).sqrt()
+    else:
+        sd = pl.lit(noise.sd)
+    return evidence.with_columns(se=sd / pl.col("seeds").cast(pl.Float64).sqrt())
+
+
+def within_noise(evidence: pl.DataFrame, y: str) -> pl.DataFrame:
+    """Per n, its best configuration at the budget (best first), with `within`: whether it
+    differs from the best by less than `WITHIN_SE` standard errors of the difference (only the
+    best is, without a noise estimate)."""
+    value = f"{y}_at_budget"
+    per_n = evidence.sort(value, descending=True).group_by("n", maintain_order=True).first()
+    R, se = per_n[value].to_numpy().astype(float), per_n["se"].to_numpy().astype(float)
+    with np.errstate(invalid="ignore"):
+        within = R[0] - R <= WITHIN_SE * np.sqrt(se**2 + se[0] ** 2)  # False where se is NaN
+    within[0] = True
+    return per_n.with_columns(within=pl.Series(within))
+
+
+def grid_edge(n: int, ns: list[int]) -> tuple[Literal["smallest", "largest", ""], str, str]:
+    """Whether `n` is the smallest or largest n of the grid `ns`: (edge, the n to add to find
+    an optimum beyond it, a sentence for a person); ("", "", "") for an interior n."""
+    if len(ns) < 2 or min(ns) < n < max(ns):
+        return "", "", ""
+    if n == min(ns):
+        if n <= GRPO_MIN_N:
+            return (
+                "smallest",
+                "",
+                f"n = {n} is the smallest n run (the grid's edge) and GRPO's minimum: add n = 1? "
+                f"n cannot go below {GRPO_MIN_N} in GRPO (its baseline is the mean of a group "
+                "of rollouts), so no run below this edge exists",
+            )
+        lower = max(n // 2, GRPO_MIN_N)
+        return (
+            "smallest",
+            f"n = {lower}",
+            f"n = {n} is the smallest n run (the grid's edge): the optimum may lie below it; "
+            f"add n = {lower} to find it",
+        )
+    return (
+        "largest",
+        f"n = {2 * n}",
+        f"n = {n} is the largest n run (the grid's edge): the optimum may lie above it; "
+        f"add n = {2 * n} to find it",
+    )
+
+
+def noise_hedges(options: pl.DataFrame, noise: Noise, y: str, at: float) -> list[str]:
+    """Sentences on one seed and on the n that cannot be told apart from the best at `at`."""
+    out = []
+    if noise.seeds == 1:
+        out.append(
+            "One seed per configuration: the spread between seeds is unknown, and it is "
+            "usually larger than evaluation noise; run ≥ 2 seeds before trusting a ranking"
+        )
+    if options.height < 2:
+        return out
+    value = f"{y}_at_budget"
+    best_n, best = int(options["n"][0]), float(options[value][0])
+    if noise.source == "none":
+        out.append(
+            f"{noise.text}: the n cannot be told apart, the best observed at C = {compute(at)} "
+            f"(n = {best_n}: {best:.3f}) is a ranking without a margin"
+        )
+        return out
+    within = sorted(int(v) for v in options.filter("within")["n"])
+    if len(within) > 1:
+        out.append(
+            f"n ∈ {{{', '.join(map(str, within))}}} are within noise of the best at "
+            f"C = {compute(at)} (n = {best_n}: {best:.3f}; within = less than {WITHIN_SE:g} standard "
+            f"errors of the difference; noise: {noise.text})"
+        )
+    else:
+        runner = options.row(1, named=True)
+        out.append(
+            f"n = {best_n} leads at C = {compute(at)} beyond noise ({best:.3f}; next n = "
+            f"{runner['n']}: {runner[value]:.3f}; noise: {noise.text})"
+        )
+    return out
 
 
 @single_threaded
@@ -71,13 +288,19 @@ def recommend(
     n_star: NStarResult | None = None,
     **optimal_n_kwargs: Any,
 ) -> Recommendation:
-    """The allocation to use at compute `budget`, from the fitted n*(C) and the runs themselves.
+    """The allocation to use at compute `budget`, from the fitted n*(C) and the runs themselves,
+    with what the runs cannot tell (`Recommendation.hedges`).
 
-    n: the grid value of n nearest (in log2) to the fitted n*(budget); past the data, the
-    saturation n. B_p: among runs with that n, the B_p with the best seed-averaged reward at the
-    budget (interpolated in log C; a run that stops earlier counts at its last point).
-    M = budget / (B_p·n). Evidence: every configuration ranked by reward at the budget, and the
-    frontier's best run at compute ≤ budget.
+    n: the grid value of n nearest (in log2) to the fitted n*(budget) (past the data, the
+    saturation n); within the data, if that n's runs at the budget are below the best beyond
+    noise, or without a fitted n*, the n of the best runs at the budget. B_p: among runs with
+    that n, the B_p with the best seed-averaged reward at the budget (interpolated in log C; a
+    run that stops earlier counts at its last point). M = budget / (B_p·n).
+
+    Hedges: one seed; the n within noise of the best (seed spread where configurations have ≥ 2
+    seeds, else evaluation binomial noise from eval_problems × eval_k_samples, else none); an
+    n at the grid's edge and the extension that would find an optimum beyond it. No expected
+    reward from a flat fit; an expected reward below the best observed says why.
     """
     if not budget > 0:
         raise ValueError(f"budget = {budget}: give a positive compute budget in {x}.")
@@ -92,19 +315,33 @@ def recommend(
             f"budget {budget:.3g} is beyond the largest compute in the data ({c_max:.3g}): "
             "n comes from the fitted n*(C), B_p and the expected reward are extrapolated"
         )
-    ns = np.array(sorted(int(v) for v in clean["n"].unique().to_list()), dtype=float)
+    ns = sorted(int(v) for v in clean["n"].unique().to_list())
+    grid = np.array(ns, dtype=float)
+
+    evidence = runs_at_budget(clean, budget, x, y)
+    if evidence.height == 0:
+        raise ValueError(f"no run has {x} > 0 and a finite {y}: nothing to recommend from.")
+    noise = budget_noise(clean, evidence, y)
+    evidence = with_standard_errors(evidence, noise, y)
+    options = within_noise(evidence, y)
+    best_n = int(options["n"][0])
+
     nstar, nci = float("nan"), (float("nan"), float("nan"))
+    n_star_from: Literal["fit", "envelope", ""] = ""
     if res.fit is not None and res.fit.identifiable:
+        n_star_from = "fit"
         nstar = float(res.n_star_at(np.array([budget]))[0])
         lo, hi = res.n_star_band(np.array([budget]))
         nci = (float(lo[0]), float(hi[0]))
+        if res.status == "not identifiable":  # e.g. a fall: the path is fitted, no saturation
+            notes.append(res.reason)
     elif res.table.height:
         t = res.table.filter(pl.col("C") <= budget)
         if t.height:
-            nstar = float(t["n_star_raw"][-1])
+            nstar, n_star_from = float(t["n_star_raw"][-1]), "envelope"
         notes.append(f"n*(C) is not identifiable ({res.reason}): n from the raw envelope")
     else:
-        notes.append(f"n*(C) is not identifiable ({res.reason})")
+        notes.append(f"n*(C) is not identifiable ({res.reason}): n from the runs at the budget")
     if res.status == "extrapolated":
         notes.append(f"n*(C) fit: {res.reason}")
     if res.table.height and budget < as_float(res.table["C"].min()):
@@ -112,23 +349,25 @@ def recommend(
             f"budget {budget:.3g} is below {as_float(res.table['C'].min()):.3g}, where the first "
             "curve starts to rise: n* there is an extrapolation"
         )
-    if np.isfinite(nstar):
-        n = int(ns[np.argmin(np.abs(np.log2(ns) - math.log2(nstar)))])
-    else:
-        # no fit at all: fall back on the frontier's holder
-        n = int(frontier(clean.filter(pl.col(x) <= budget), x, y)["n"][-1])
+    n = int(grid[np.argmin(np.abs(np.log2(grid) - math.log2(nstar)))]) if nstar > 0 else best_n
+    within = [int(v) for v in options.filter("within")["n"]]
+    if budget <= c_max and n not in within:
+        notes.append(
+            f"the fitted n*(C) points at n = {n}, whose runs at C are below the best (n = "
+            f"{best_n}) by more than noise: n is the best observed"
+        )
+        n = best_n
 
-    avg = seed_average(clean, x, y)
-    cfg = [c for c in ("n", "B_p", "M") if c in avg.columns]
-    ev = []
-    for key, grp in avg.group_by(cfg, maintain_order=True):
-        g = grp.filter(pl.col(x) > 0).sort(x)
-        if g.height == 0:
-            continue
-        C, R = g[x].to_numpy().astype(float), g[y].to_numpy()
-        at = float(np.interp(math.log(min(budget, C[-1])), np.log(C), R))
-        ev.append({**dict(zip(cfg, key, strict=True)), "C_max": C[-1], f"{y}_at_budget": at})
-    evidence = pl.DataFrame(ev).sort(f"{y}_at_budget", descending=True)
+    hedges = noise_hedges(options, noise, y, min(budget, c_max))
+    edge, extension, edge_text = grid_edge(n, ns)
+    if edge_text:
+        hedges.append(edge_text)
+    for end in sorted({min(ns), max(ns)} & set(within) - {n}) if len(ns) > 1 else []:
+        _, more, _ = grid_edge(end, ns)
+        add = f"; add {more} to see beyond it" if more else ", GRPO's minimum"
+        hedges.append(f"The n within noise reach the grid's edge at n = {end}{add}")
+        extension = extension or more
+
     mine = evidence.filter(pl.col("n") == n)
     if mine.height:
         B_p = int(mine["B_p"][0])
@@ -138,8 +377,7 @@ def recommend(
     M = max(int(round(budget / (B_p * n))), 1)
     if budget < B_p * n:
         notes.append(f"budget {budget:.3g} buys less than one step of B_p·n = {B_p * n} rollouts")
-    fit_n = res.fits.get(n)
-    expected = float(fit_n.predict(np.array([budget]))[0]) if fit_n is not None else float("nan")
+
     fr = frontier(clean.filter(pl.col(x) <= budget), x, y)
     if fr.height:
         last = fr.tail(1).to_dicts()[0]
@@ -148,6 +386,44 @@ def recommend(
         last.pop(x, None)
     else:
         frontier_reward, last = float("nan"), {}
+    expected, expected_note = _expected(res, n, budget, frontier_reward, noise)
+    if expected_note:
+        hedges.append(expected_note)
     return Recommendation(
-        budget, y, n, B_p, M, nstar, nci, expected, frontier_reward, last, evidence, tuple(notes)
+        budget, y, n, B_p, M, nstar, nci, expected, frontier_reward, last, evidence,
+        notes=tuple(notes), hedges=tuple(hedges), within_noise=tuple(sorted(within)),
+        noise_sd=noise.sd, noise_source=noise.source, seeds=noise.seeds, edge=edge,
+        extension=extension, expected_note=expected_note, ci_level=res.ci,
+        n_star_from=n_star_from,
+    )  # fmt: skip
+
+
+def _expected(
+    res: NStarResult, n: int, budget: float, observed: float, noise: Noise
+) -> tuple[float, str]:
+    """The reward of n's fitted curve at the budget and a note: none from a flat or missing
+    fit; below the best `observed` at ≤ budget, why."""
+    fit = res.fits.get(n)
+    if fit is None or not fit.identifiable:
+        why = fit.reason if fit is not None else "no fit"
+        return float("nan"), f"No expected value: n = {n} has no fitted curve ({why})"
+    if fit.status == "flat":
+        return float("nan"), (
+            f"No expected value: the fit of n = {n} is flat (no rise beyond noise), so it "
+            "gives no point estimate"
+        )
+    expected = float(fit.predict(np.array([budget]))[0])
+    if not (np.isfinite(observed) and expected < observed):
+        return expected, ""
+    gap = observed - expected
+    if np.isfinite(noise.sd) and gap <= MAX_OF_POINTS_SD * noise.sd:
+        return expected, (
+            f"The best observed is {gap:.2g} above the fit, within {MAX_OF_POINTS_SD:g} SD of "
+            f"one run's noise ({noise.sd:.3f}): the best of many noisy points"
+        )
+    beyond = f"more than {MAX_OF_POINTS_SD:g} SD ({noise.sd:.3f}) " if np.isfinite(noise.sd) else ""
+    return expected, (
+        f"The fit is pessimistic here: its {expected:.3f} is {gap:.3f} below the "
+        f"{observed:.3f} already observed at ≤ C, {beyond}beyond one run's noise; go by the "
+        "observed"
     )

@@ -3,6 +3,7 @@ fits, n*(C) and its saturation, n*(C) per metric, and n against B_p at a fixed b
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -34,7 +35,9 @@ def plot_frontier(
     seed: int = 0,
 ) -> Axes:
     """All evaluation points coloured by n, the frontier f(C), its record-breaking points and,
-    given an `optimal_n` result, the per-n sigmoid fits (IsoCompute Playbook Fig. 3 style)."""
+    given an `optimal_n` result, the per-n sigmoid fits (IsoCompute Playbook Fig. 3 style). A
+    flat fit (no rise beyond noise) is drawn as a band at its observed level ± SD, not as its
+    sigmoid, whose parameters describe noise."""
     df = to_polars(df).filter(pl.col(x).is_finite() & pl.col(y).is_finite())
     if df.height == 0:
         return empty_panel(ax, f"no finite {y} to plot")
@@ -74,14 +77,29 @@ def plot_frontier(
         zorder=3,
     )
     if result is not None and result.curves.height and norm is not None:
-        for (n,), c in result.curves.group_by(["n"], maintain_order=True):
+        flat = pl.col("status") == "flat" if "status" in result.curves.columns else pl.lit(False)
+        for (n,), c in result.curves.filter(~flat).group_by(["n"], maintain_order=True):
             ax.plot(
                 c["C"].to_numpy(),
                 c["reward_fit"].to_numpy(),
                 color=plt.get_cmap(CMAP)(norm(n)),
                 lw=1.8,
             )
-        ax.plot([], [], color="grey", lw=1.8, label="per-n sigmoid fits")
+        if result.curves.filter(~flat).height:
+            ax.plot([], [], color="grey", lw=1.8, label="per-n sigmoid fits")
+        for (n,), c in result.curves.filter(flat).group_by(["n"], maintain_order=True):
+            ax.fill_between(
+                c["C"].to_numpy(),
+                c["reward_lo"].to_numpy(),
+                c["reward_hi"].to_numpy(),
+                color=plt.get_cmap(CMAP)(norm(n)),
+                alpha=0.15,
+                lw=0,
+            )
+        if result.curves.filter(flat).height:
+            ax.fill_between(
+                [], [], [], color="grey", alpha=0.2, lw=0, label="flat fits: level ± SD"
+            )
     ax.set_xscale("log")
     ax.set_xlabel(label(x))
     ax.set_ylabel(label(y))
@@ -91,12 +109,23 @@ def plot_frontier(
     return ax
 
 
-def plot_n_star(result: NStarResult, ax: Axes, *, show_raw: bool = True) -> Axes:
+def wrapped_title(ax: Axes, text: str, fontsize: str = "small") -> None:
+    """`text` as the title of `ax`, wrapped to the axes' width instead of cut."""
+    inches = ax.get_window_extent().width / ax.figure.dpi
+    chars = max(int(inches * 72 / 5.2), 30)  # ≈ 5.2 pt per character at the small font size
+    ax.set_title(textwrap.fill(text, chars), fontsize=fontsize)
+
+
+def plot_n_star(
+    result: NStarResult, ax: Axes, *, show_raw: bool = True, saturation: bool = True
+) -> Axes:
     """n*(C): raw envelope, running average, fitted sigmoid of log n* with its bootstrap band,
-    and the saturation value with its interval."""
+    and the saturation value with its interval. `saturation=False` leaves the saturation out
+    (a caller whose test does not find n* growing: a saturation is not what it reports); a
+    result that is not identifiable has none to draw."""
     t = result.table
     if t.height == 0:
-        return empty_panel(ax, f"n*(C) not identifiable: {result.reason}")
+        return empty_panel(ax, textwrap.fill(f"n*(C) not identifiable: {result.reason}", 60))
     C = t["C"].to_numpy()
     if show_raw:
         ax.step(
@@ -115,9 +144,11 @@ def plot_n_star(result: NStarResult, ax: Axes, *, show_raw: bool = True) -> Axes
         lo = t["fit_lo"].cast(float).fill_null(float("nan")).to_numpy()
         hi = t["fit_hi"].cast(float).fill_null(float("nan")).to_numpy()
         if np.isfinite(lo).any():
-            band = "95% bootstrap interval of the level" if flat else "95% bootstrap band"
+            what = "interval of the level" if flat else "band"
+            band = f"{result.ci:.0%} bootstrap {what}"
             ax.fill_between(C, lo, hi, color="black", alpha=0.15, lw=0, label=band)
-    if np.isfinite(result.n_saturation):
+    draw = saturation and result.status != "not identifiable"
+    if draw and np.isfinite(result.n_saturation):
         lo, hi = result.n_saturation_ci
         ci = f" [{lo:.0f}, {hi:.0f}]" if np.isfinite(lo) else ""
         ax.axhline(
@@ -133,7 +164,7 @@ def plot_n_star(result: NStarResult, ax: Axes, *, show_raw: bool = True) -> Axes
     ax.set_ylabel(f"n* (rollouts per problem), by {result.metric.removeprefix('eval/')}")
     ax.legend(loc="upper left", fontsize="small")
     if result.status != "ok":
-        ax.set_title(f"{result.status}: {result.reason[:80]}", fontsize="small")
+        wrapped_title(ax, f"{result.status}: {result.reason}")
     return ax
 
 
@@ -144,13 +175,19 @@ def plot_metric_effect(result: MetricEffect, ax: Axes) -> Axes:
     for i, ((metric,), t) in enumerate(result.table.group_by(["metric"], maintain_order=True)):
         color = plt.get_cmap("tab10")(i)
         C = t["C"].to_numpy()
-        sat = result.results[metric].n_saturation
+        res = result.results[metric]
+        sat = res.n_saturation
+        says = (
+            f"saturates ≈ {sat:.0f}"
+            if np.isfinite(sat) and res.status != "not identifiable"
+            else "no saturation"
+        )
         ax.plot(
             C,
             t["fit"].to_numpy(),
             color=color,
             lw=2,
-            label=f"{metric.removeprefix('eval/')} (saturates ≈ {sat:.0f})",
+            label=f"{metric.removeprefix('eval/')} ({says})",
         )
         ax.plot(C, t["n_star"].to_numpy(), "o", ms=2, color=color, alpha=0.5)
         lo, hi = t["fit_lo"].to_numpy(), t["fit_hi"].to_numpy()

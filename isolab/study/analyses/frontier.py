@@ -86,13 +86,16 @@ def frontier_report(
                 rep.figures[f"tradeoff{suffix}"] = fig
             else:
                 rep.summary.append(f"fixed batch B = {B}{title}: {trade.reason}")
-        if res.status != "not identifiable" and x in sdf.columns:
-            rec = fr.recommend(sdf, budget or as_float(sdf[x].max()), x=x, y=metric, n_star=res)
-            rep.findings[f"recommendation{suffix}"] = rec.summary
-            rep.summary.append(f"recommendation{title}: {rec.summary}")
-            rep.summary += [f"note{title}: {note}" for note in rec.notes]
-        else:
-            rep.summary.append(f"no recommendation{title}: {res.reason}")
+        # a recommendation even where n*(C) has no saturation (it falls, or the per-n curves
+        # are flat): the runs at the budget still rank the n, with their noise and the edge
+        if "B_p" not in sdf.columns:
+            rep.summary.append(f"no recommendation{title}: the runs table has no B_p column")
+            continue
+        rec = fr.recommend(sdf, budget or as_float(sdf[x].max()), x=x, y=metric, n_star=res)
+        rep.findings[f"recommendation{suffix}"] = rec.summary
+        rep.summary.append(f"recommendation{title}: {rec.headline}")
+        rep.summary += [f"hedge{title}: {hedge}" for hedge in rec.hedges]
+        rep.summary += [f"note{title}: {note}" for note in rec.notes]
     if {FLOPS_TOTAL, RHO, "reward"} <= set(df.columns):
         finite = df.filter(pl.col(RHO).is_finite())
         if finite[RHO].round(2).n_unique() >= 3:

@@ -164,8 +164,9 @@ def nstar(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
         sdf = df.filter(pl.col("split") == split)
         plots.plot_frontier(sdf, ax_f[i], y=Y, result=res)
         ax_f[i].set_title(f"{split} split", fontsize="small")
-        plots.plot_n_star(res, ax_n[i])
         way = claims.direction(grows[split], FLAT_MARGIN) if split in grows else "not tested"
+        # a saturation is drawn only where the claim found n* growing
+        plots.plot_n_star(res, ax_n[i], saturation=way == "growing")
         ax_n[i].set_title(f"{split} split: n* {way}", fontsize="small")
         rep.tables[f"n_star_{split}"] = res.table
         rep.tables[f"per_n_{split}"] = res.per_n.select(
