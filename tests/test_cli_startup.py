@@ -37,6 +37,8 @@ print(json.dumps({{"code": code, "heavy": heavy}}))
         (["train", "--no-such-flag"], 2),
         (["sweep", "run"], 2),  # missing SPEC
         (["frontier", "--help"], 0),
+        (["report", "--help"], 0),
+        (["compare", "--help"], 0),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else str(v),
 )

@@ -127,6 +127,18 @@ CASES = [
     Case(
         "frontier", ["frontier", "runs/nstar/smoke/main", "--out", "frontier"], [], _has("frontier")
     ),
+    Case(
+        "report",
+        ["report", "runs/nstar/smoke/main", "--n-boot", "20"],
+        ["report of nstar/smoke/main"],
+        _has("runs/report/nstar--smoke--main.html"),
+    ),
+    Case(
+        "compare",
+        ["compare", "runs/nstar/smoke/main", "runs/nstar/smoke/long"],
+        ["nstar/smoke/main vs nstar/smoke/long"],
+        _has("runs/report/nstar--smoke--main--vs--nstar--smoke--long.html"),
+    ),
     Case("study list", ["study", "list"], ["nstar", "n-vs-bp", "reward-rho"]),
     Case(
         "study run",

@@ -7,7 +7,8 @@ Ctrl-C (runs cut short are KILLED).
 
 One module per subject, each with a `register(app)`: `models` (models build|list,
 difficulty), `train` (train, flops), `ui`, `demo`, `sweep` (sweep plan|run), `analysis`
-(frontier), `runs` (runs export|import), `study` (study list|run, init). This is the only
+(frontier), `report` (report, compare: one HTML page per sweep or pair of sweeps), `runs`
+(runs export|import), `study` (study list|run, init). This is the only
 package that imports typer, and nothing outside it imports it. Modules import only typer, rich
 and light isolab modules at the top; a command imports what it needs (torch, MLflow, polars)
 when it runs, so that `isolab --help` takes a fraction of a second
@@ -21,7 +22,7 @@ import sys
 import typer
 from typer.core import TyperGroup
 
-from isolab.cli import analysis, demo, models, runs, study, sweep, train, ui
+from isolab.cli import analysis, demo, models, report, runs, study, sweep, train, ui
 from isolab.cli.common import EXIT_STORE_BUSY, fail
 from isolab.logs import configure
 
@@ -49,7 +50,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 # `--help` lists single commands, then groups, each in the order registered here
-for module in (models, train, ui, demo, sweep, analysis, runs, study):
+for module in (models, train, ui, demo, sweep, analysis, report, runs, study):
     module.register(app)
 
 
