@@ -3,6 +3,7 @@ message and readable log axes (`tidy`)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import matplotlib.colors as mcolors
@@ -57,17 +58,25 @@ def empty_panel(ax: Axes, message: str) -> Axes:
 
 
 def tidy(fig: Any) -> Any:
-    """Readable log-10 axes on every panel of `fig`: major ticks at 1, 2, 5 × 10^k labelled
-    as plain numbers (1e+11 style above 10^5), no minor labels (which overlap on short ranges)."""
+    """Readable log-10 axes on every panel of `fig`: major ticks at 1, 2, 5 × 10^k on a range
+    of at most two decades, at 10^k alone on a longer one (where 1-2-5 labels ran into each
+    other: "5,00010,000"), labelled as plain numbers (1e+11 style above 10^5), no minor
+    labels."""
 
     def fmt(v: float, _pos: int) -> str:
         return f"{v:.0e}" if v >= 1e5 else f"{v:,.0f}" if v >= 1 else f"{v:g}"
 
     for ax in fig.axes:
-        for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+        for axis, scale, lim in (
+            (ax.xaxis, ax.get_xscale(), ax.get_xlim()),
+            (ax.yaxis, ax.get_yscale(), ax.get_ylim()),
+        ):
             if scale != "log" or getattr(axis.get_transform(), "base", 10) != 10:
                 continue
-            axis.set_major_locator(mticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            lo, hi = sorted(lim)
+            decades = math.log10(hi / lo) if lo > 0 else math.inf
+            subs = (1.0, 2.0, 5.0) if decades <= 2 else (1.0,)
+            axis.set_major_locator(mticker.LogLocator(base=10, subs=subs))
             axis.set_major_formatter(mticker.FuncFormatter(fmt))
             axis.set_minor_formatter(mticker.NullFormatter())
     return fig
