@@ -77,4 +77,4 @@ print(report.summary_text())
 
 # %%
 if runs is None:  # your own sweep's report stays in this notebook
-    study.save(recipe, scale, report)
+    saved = study.save(recipe, scale, report)  # an absolute path: not displayed

@@ -126,4 +126,4 @@ print(report.summary_text())
 
 # %%
 if runs is None:  # your own sweep's report stays in this notebook
-    study.save(nstar, scale, report)
+    saved = study.save(nstar, scale, report)  # an absolute path: not displayed

@@ -72,4 +72,4 @@ print(report.summary_text())
 
 # %%
 if runs is None:  # your own sweep's report stays in this notebook
-    study.save(tradeoff, scale, report)
+    saved = study.save(tradeoff, scale, report)  # an absolute path: not displayed

@@ -84,4 +84,4 @@ print(report.summary_text())
 
 # %%
 if runs is None:  # your own sweep's report stays in this notebook
-    study.save(effect, scale, report)
+    saved = study.save(effect, scale, report)  # an absolute path: not displayed

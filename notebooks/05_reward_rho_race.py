@@ -89,4 +89,4 @@ print(report.summary_text())
 
 # %%
 if runs is None:  # your own sweep's report stays in this notebook
-    study.save(rho, scale, report)
+    saved = study.save(rho, scale, report)  # an absolute path: not displayed

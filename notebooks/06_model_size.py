@@ -70,4 +70,4 @@ print(report.summary_text())
 
 # %%
 if runs is None:  # your own sweep's report stays in this notebook
-    study.save(size, scale, report)
+    saved = study.save(size, scale, report)  # an absolute path: not displayed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -245,6 +246,13 @@ def test_cli_frontier_on_a_snapshot_writes_its_own_folder_and_logs_when_asked(
     assert f"{where}/figures/n_star.png" in logged
     tables = {a.path for a in client.list_artifacts(run.info.run_id, f"{where}/tables")}
     assert f"{where}/tables/metric_effect.json" in tables  # log_table: the UI shows it
+    # logged again: the table is replaced, not appended to (MLflow's log_table appends)
+    assert cli(*args).exit_code == 0
+    path = client.download_artifacts(run.info.run_id, f"{where}/tables/metric_effect.json", ".")
+    rows = json.loads(Path(path).read_text())["data"]
+    assert len(rows) == len(Path(out / "metric_effect.csv").read_text().splitlines()) - 1
+    marked = json.loads(client.get_run(run.info.run_id).data.tags["mlflow.loggedArtifacts"])
+    assert marked.count({"path": f"{where}/tables/metric_effect.json", "type": "table"}) == 1
 
     res = cli("frontier", "runs/rho", "--n-boot", "0", "--out", "rho-out")
     assert res.exit_code == 0, res.output

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import faulthandler
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
 
 from isolab.userinput import cut
 
@@ -70,7 +79,11 @@ def check_artifacts(tracking_uri: str | None, experiment: str) -> None:
         fail(f"{problem}: {ARTIFACTS_FIX}")
 
 
-def progress() -> Progress:
+def progress() -> Progress | LineProgress:
+    """A progress bar on a terminal; elsewhere (a log file, CI, `!isolab` in a notebook) a
+    line each tenth of the way (`LineProgress`). Tasks take an `info` field."""
+    if not console.is_terminal:
+        return LineProgress()
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -80,6 +93,67 @@ def progress() -> Progress:
         console=console,
         transient=False,
     )
+
+
+class LineProgress:
+    """Progress where the output is not a terminal: rich's bar redraws one line with carriage
+    returns, and piped it printed only its last state when it stopped. This prints a line when a
+    task crosses each `every` of its total, and at its end: `name: step 30/150 (20%) · info`.
+    Takes the calls of rich's `Progress` that isolab makes (`add_task`, `update`,
+    `remove_task`, a `with` block, `console`)."""
+
+    def __init__(self, every: float = 0.1) -> None:
+        self.every = every
+        self.console = console
+        self._tasks: dict[TaskID, _LineTask] = {}
+        self._next = 0  # task ids are never reused
+
+    def __enter__(self) -> LineProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._tasks.clear()
+
+    def add_task(self, description: str, total: float | None = None, **fields) -> TaskID:
+        task = TaskID(self._next)
+        self._next += 1
+        self._tasks[task] = _LineTask(description, total or 0, fields)
+        return task
+
+    def update(
+        self,
+        task: TaskID,
+        *,
+        completed: float | None = None,
+        advance: float | None = None,
+        **fields,
+    ) -> None:
+        t = self._tasks.get(task)
+        if t is None or t.total <= 0:
+            return
+        t.fields.update(fields)
+        t.completed = completed if completed is not None else t.completed + (advance or 0)
+        share = t.completed / t.total
+        mark = math.inf if share >= 1 else math.floor(share / self.every + 1e-9)
+        if mark > t.shown:  # a line per `every` crossed, one at the end
+            t.shown = mark
+            info = t.fields.get("info", "")
+            self.console.print(
+                f"{t.description}: step {t.completed:,.0f}/{t.total:,.0f} ({share:.0%})"
+                + (f" · {info}" if info else "")
+            )
+
+    def remove_task(self, task: TaskID) -> None:
+        self._tasks.pop(task, None)
+
+
+@dataclass
+class _LineTask:
+    description: str
+    total: float
+    fields: dict
+    completed: float = 0.0
+    shown: float = 0.0  # the last mark printed (a multiple of `every`; inf: the end)
 
 
 Overrides = Annotated[

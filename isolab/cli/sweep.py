@@ -9,16 +9,20 @@ notebook meets the same ones.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import math
 import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich import box
+from rich.measure import Measurement
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from isolab.cli.common import (
+    LineProgress,
     TrackingUri,
     check_artifacts,
     console,
@@ -103,36 +107,10 @@ def plan_cmd(
     """
     plan = load_plan(spec, probe=probe)
     s = plan.spec
-    axes = [a for a in s.varying if a not in ("n", "B_p", "B")]  # those have their own columns
-    table = Table(
-        *axes,
-        "seed",
-        "n",
-        "B_p",
-        "B",
-        "M",
-        "rollouts",
-        "FLOPs",
-        "ρ",
-        "est. wall",
-        "run key",
-        title=f"sweep {safe(s.name)}: {len(plan.points)} runs ({s.mode})",
-    )
-    for p in plan.points:
-        c = p.config
-        table.add_row(
-            *(safe(p.values.get(a, "")) for a in axes),
-            str(c.seed),
-            str(c.n),
-            str(c.B_p),
-            str(c.B),
-            str(c.M),
-            f"{c.rollouts:,}",
-            "—" if math.isnan(p.planned_flops) else f"{p.planned_flops:.3g}",
-            "—" if math.isnan(p.rho) else f"{p.rho:.2f}",
-            _duration(p.est_wall_s),
-            p.run_key,
-        )
+    same, table = _plan_table(plan)
+    console.print(f"[bold]sweep {safe(s.name)}[/]: {len(plan.points)} runs ({s.mode})")
+    if same:
+        console.print("every run: " + " · ".join(f"{k}={v}" for k, v in same.items()))
     console.print(table)
     if plan.dropped:
         dropped = Table("point", "reason", title=f"{len(plan.dropped)} points dropped")
@@ -148,11 +126,14 @@ def plan_cmd(
         shares = ", ".join(f"{f:.3g}" for f in plan.eval_fractions)
         checkpoints = f"evaluation at {shares} of the FLOP budget (and step 0)"
     cap = f", B ≤ {s.max_batch}" if s.max_batch else ""
-    console.print(f"budget {budget}{cap}; {checkpoints}")
+    # prose wraps at the console's width, piped too (`console.soft_wrap` is for tables)
+    console.print(f"budget {budget}{cap}", soft_wrap=False)
+    console.print(checkpoints, soft_wrap=False)
     console.print(
         f"total {plan.total_rollouts:,} rollouts, {plan.total_flops:.3g} FLOPs; "
         f"estimated wall time {_duration(plan.est_wall_s / max(1, workers))} "
-        f"with {workers} worker(s)"
+        f"with {workers} worker(s)",
+        soft_wrap=False,
     )
     from isolab.models import is_tiny
     from isolab.sweep.plan import MAX_WALL_HOURS, wall_hours
@@ -161,14 +142,61 @@ def plan_cmd(
     if not probe and not is_tiny(s.base.model) and s.timing == Timing():
         console.print(
             f"[bold yellow]note:[/] wall times assume tiny-model speeds; {safe(s.base.model)} is "
-            "far slower per rollout: add --probe to measure it here."
+            "far slower per rollout: add --probe to measure it here.",
+            soft_wrap=False,
         )
 
     if wall_hours(plan, workers) > MAX_WALL_HOURS:
         console.print(
             f"[bold yellow]warning:[/] over {MAX_WALL_HOURS} h: `sweep run` refuses it unless "
-            f"{SIZE_GUARD_ENV}=1 (narrow the axes, lower the budget or add workers)."
+            f"{SIZE_GUARD_ENV}=1 (narrow the axes, lower the budget or add workers).",
+            soft_wrap=False,
         )
+
+
+def _plan_table(plan: SweepPlan) -> tuple[dict[str, str], Table]:
+    """The grid as a table that fits 100 columns: the columns with one value for every run
+    come out as `{column: value}` (shown once above the table), axis names wrap at their
+    underscores where the table would not fit otherwise, and no cell is cut short (a cell too
+    wide folds)."""
+    s = plan.spec
+    axes = [a for a in s.varying if a not in ("n", "B_p", "B")]  # those have their own columns
+    columns: dict[str, list[str]] = {
+        a: [safe(p.values.get(a, "")) for p in plan.points] for a in axes
+    }
+    columns.update(
+        {
+            "seed": [str(p.config.seed) for p in plan.points],
+            "n": [str(p.config.n) for p in plan.points],
+            "B_p": [str(p.config.B_p) for p in plan.points],
+            "B": [str(p.config.B) for p in plan.points],
+            "M": [str(p.config.M) for p in plan.points],
+            "rollouts": [f"{p.config.rollouts:,}" for p in plan.points],
+            "FLOPs": [_flops(p.planned_flops) for p in plan.points],
+            "ρ": ["—" if math.isnan(p.rho) else f"{p.rho:.2f}" for p in plan.points],
+            "est. wall": [_duration(p.est_wall_s) for p in plan.points],
+        }
+    )
+    same = {k: v[0] for k, v in columns.items() if len(set(v)) == 1} if len(plan.points) > 1 else {}
+    shown = [k for k in columns if k not in same]
+
+    def table(wrap: bool) -> Table:
+        out = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+        for name in [*shown, "run key"]:
+            out.add_column(name.replace("_", "_\n") if wrap else name, overflow="fold")
+        for i, p in enumerate(plan.points):
+            out.add_row(*(columns[k][i] for k in shown), p.run_key)
+        return out
+
+    wide = table(wrap=False)
+    natural = Measurement.get(console, console.options.update_width(10_000), wide).maximum
+    fits = natural <= console.width
+    return same, wide if fits else table(wrap=True)
+
+
+def _flops(flops: float) -> str:
+    """3 significant digits, no `+` in the exponent: 2.38e11."""
+    return "—" if math.isnan(flops) else f"{flops:.3g}".replace("e+", "e")
 
 
 @sweep_app.command("run")
@@ -267,40 +295,72 @@ def _raise_interrupt(signum, frame) -> None:
 
 
 def _run_with_progress(execute, todo, plan: SweepPlan, uri, workers, backend, address):
-    """Progress bar weighted by each run's estimated wall time, a line per finished run."""
+    """A line per ended run, each running run's steps, and the sweep's share done with an ETA
+    from the steps so far (`SweepProgress`, which weighs each run by its estimated wall time).
+
+    On a terminal: the sweep's bar with a bar per running run under it. Piped (a log file, CI):
+    a line per quarter of each run's steps and one per ended run, each with the sweep's share
+    and ETA. (The ray backend reports no steps: its runs show when they end.)
+    """
+    from isolab.sweep.point import optimizer_steps
+    from isolab.sweep.runner import SweepProgress
+
     metric = plan.spec.metric
-    total = sum(p.est_wall_s for p in todo) or 1.0
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.fields[runs]}"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=console,
-    )
-    counts = {"done": 0}
-    with progress:
-        bar = progress.add_task(safe(plan.spec.name), total=total, runs=f"0/{len(todo)} runs")
+    tracker = SweepProgress(todo, workers)
+    live = console.is_terminal
+    bars: Progress | LineProgress = _sweep_bars() if live else LineProgress(every=0.25)
+    running: dict[str, TaskID] = {}  # run key → its bar
+
+    def runs_ended() -> str:
+        return f"{tracker.ended}/{len(todo)} runs"
+
+    def eta() -> str:
+        left = tracker.eta_s()
+        return (
+            f"ETA {_clock(left)}"
+            if left is not None
+            else f"≈ {_duration(tracker.planned_s)} planned"
+        )
+
+    def status() -> str:
+        return f"{runs_ended()} · {tracker.fraction:.0%} · {eta()}"
+
+    with bars:
+        sweep_bar = None
+        if isinstance(bars, Progress):
+            sweep_bar = bars.add_task(safe(plan.spec.name), total=1.0, what="", eta="")
+
+        def refresh() -> None:
+            if sweep_bar is not None:
+                bars.update(sweep_bar, completed=tracker.fraction, what=runs_ended(), eta=eta())
+
+        def on_start(point) -> None:
+            tracker.start(point)
+            label = f"  {safe(point.config.run_name)} seed {point.config.seed}"
+            steps = optimizer_steps(point.config)
+            running[point.run_key] = bars.add_task(
+                label, total=steps, what=f"step 0/{steps}", eta="", info=""
+            )
+            refresh()
+
+        def on_step(point, step: int) -> None:
+            tracker.step(point, step)
+            task = running.get(point.run_key)
+            if task is not None:
+                steps = optimizer_steps(point.config)
+                bars.update(task, completed=step, what=f"step {step}/{steps}", info=status())
+            refresh()
 
         def on_result(outcome, point) -> None:
-            counts["done"] += 1
-            ok = outcome.status == FINISHED
-            mark = "[green]✓[/]" if ok else f"[red]✗ {outcome.status}[/]"
-            if outcome.status == SKIPPED:
-                mark = f"[dim]· {safe(outcome.error)}[/]"
-            value = "—" if math.isnan(outcome.metric) else f"{outcome.metric:.3f}"
-            line = (
-                f"{mark} {outcome.run_key}  {safe(outcome.run_name)} seed {point.config.seed}  "
-                f"{metric} {value}  {outcome.wall_time_s:.1f} s"
-            )
-            if not ok and outcome.error:
-                line += f"  [red]{safe(outcome.error)}[/]"
-            progress.console.print(line)
-            progress.update(
-                bar, advance=point.est_wall_s, runs=f"{counts['done']}/{len(todo)} runs"
-            )
+            tracker.end(point)
+            task = running.pop(point.run_key, None)
+            if task is not None:
+                bars.remove_task(task)
+            line = _outcome_line(outcome, point, metric)
+            bars.console.print(line if live else f"{line} · {status()}")
+            refresh()
 
+        refresh()
         return execute(
             todo,
             plan,
@@ -309,4 +369,37 @@ def _run_with_progress(execute, todo, plan: SweepPlan, uri, workers, backend, ad
             backend=backend,
             address=address,
             on_result=on_result,
+            on_start=on_start,
+            on_step=on_step,
         )
+
+
+def _sweep_bars() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[what]}"),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[eta]}"),
+        console=console,
+    )
+
+
+def _outcome_line(outcome, point, metric: str) -> str:
+    ok = outcome.status == FINISHED
+    mark = "[green]✓[/]" if ok else f"[red]✗ {outcome.status}[/]"
+    if outcome.status == SKIPPED:
+        mark = f"[dim]· {safe(outcome.error)}[/]"
+    value = "—" if math.isnan(outcome.metric) else f"{outcome.metric:.3f}"
+    line = (
+        f"{mark} {outcome.run_key}  {safe(outcome.run_name)} seed {point.config.seed}  "
+        f"{metric} {value}  {outcome.wall_time_s:.1f} s"
+    )
+    if not ok and outcome.error:
+        line += f"  [red]{safe(outcome.error)}[/]"
+    return line
+
+
+def _clock(seconds: float) -> str:
+    """h:mm:ss, as rich's own time columns print it."""
+    return str(datetime.timedelta(seconds=round(seconds)))

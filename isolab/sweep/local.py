@@ -5,7 +5,8 @@ once (`isolab.sweep.point.setup_process`) and then trains many points in-process
 the runner (Linux `PR_SET_PDEATHSIG`), so a SIGKILLed sweep leaves no orphan writing to the
 store. Workers write to the store directly: MLflow sets SQLite's `busy_timeout` to 20 s, and 8
 processes hammering one store (≈ 800 write transactions and 700 run searches, 2 busy cores) hit
-no lock error, so no server is needed.
+no lock error, so no server is needed. Workers tell the runner over a queue when a point
+starts, reaches a step (`_step_reporter`: its progress line) and ends.
 
 Stopping, from gentle to forced (each step bounded, so that a stop always ends):
 
@@ -13,6 +14,10 @@ Stopping, from gentle to forced (each step bounded, so that a stop always ends):
    a worker's first one sets `isolab.stop.STOP` and raises KeyboardInterrupt, and `train` ends
    the run KILLED (`_interrupt_once`). Later ones are ignored, so that this write is not cut
    short: a terminal's Ctrl-C reaches the workers too (one process group), then the runner's.
+   A worker with no run in progress (still importing, or past its last point) raises nothing:
+   a KeyboardInterrupt landing in a library's finalizer mid-import printed its traceback at
+   the end of successful sweeps. On SIGINT it starts no point; on SIGTERM (the runner ending
+   its pool) it exits at once.
 2. A worker still alive `WORKER_STOP_S` after its first SIGINT (a library swallowed the
    interrupt, or hangs at exit) prints every thread's stack to the sweep's log and exits.
 3. The runner waits up to its stop grace (`isolab.sweep.runner.STOP_GRACE_S`) for the workers,
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import math
 import os
 import queue
 import signal
@@ -36,6 +42,7 @@ from isolab.sweep.plan import GridPoint
 from isolab.sweep.point import (
     RunOutcome,
     end_orphaned_run,
+    optimizer_steps,
     run_point,
     setup_process,
     stopped,
@@ -49,6 +56,8 @@ from isolab.vocab import FAILED, KILLED
 WORKER_STOP_S = 30.0
 #: How long a finished sweep lets its workers exit on their own before it terminates them.
 WORKER_EXIT_S = 5.0
+#: A worker reports its run's step to the runner at most this often (seconds).
+STEP_REPORT_S = 0.5
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -71,13 +80,24 @@ def _die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
+#: Whether this worker has no point in progress (`_worker_main` keeps it): a stop then raises
+#: nothing.
+_idle = False
+
+
 def _interrupt_once(signum, frame) -> None:
     """First SIGINT/SIGTERM: stop the run (train marks it KILLED); later ones are ignored so
-    that the MLflow write of that status is not interrupted in turn. Nothing is imported here:
-    the trainer's module may be half-imported when the signal lands (`isolab.stop` imports
-    nothing, and is imported at the top of this module)."""
+    that the MLflow write of that status is not interrupted in turn. With no run in progress
+    nothing is raised (see the module docstring). Nothing is imported here: the trainer's
+    module may be half-imported when the signal lands (`isolab.stop` imports nothing, and is
+    imported at the top of this module)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if _idle:
+        STOP.set()  # the worker's loop starts no point
+        if signum == signal.SIGTERM:
+            os._exit(0)  # nothing of this worker's is in the store: nothing to end
+        return
     # The last resort, armed before anything can block: a timer on a C thread, which neither
     # a swallowed KeyboardInterrupt nor a Python thread stuck at exit can hold up.
     faulthandler.dump_traceback_later(WORKER_STOP_S, exit=True)
@@ -86,6 +106,8 @@ def _interrupt_once(signum, frame) -> None:
 
 
 def _worker_main(tasks, results, tracking_uri: str, metric: str, threads: int, env, parent_pid):
+    global _idle
+    _idle = True
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, _interrupt_once)
     signal.signal(signal.SIGTERM, _interrupt_once)
@@ -99,14 +121,34 @@ def _worker_main(tasks, results, tracking_uri: str, metric: str, threads: int, e
             if item is None:
                 break
             index, cfg = item
+            _idle = False
+            if STOP.is_set():  # asked while the point was being fetched
+                break
             results.put(("start", index, pid))
-            results.put(("done", index, run_point(cfg, tracking_uri, metric), pid))
+            on_step = _step_reporter(results, index, optimizer_steps(cfg), pid)
+            results.put(("done", index, run_point(cfg, tracking_uri, metric, on_step), pid))
+            _idle = True
             cfg, index = None, None
         _end_quietly()
     except KeyboardInterrupt:
         if cfg is not None:  # interrupted between `create_run` and train's own handler
             end_orphaned_run(cfg, tracking_uri, pid, KILLED)
         results.put(("stopped", index, pid))  # the point it was running, if any
+
+
+def _step_reporter(results, index: int, steps: int, pid: int) -> Callable[[int, dict], None]:
+    """`train`'s step hook in a worker: ("step", index, step, pid) to the runner, at most
+    every `STEP_REPORT_S` (a tiny model steps in tens of milliseconds), and always at the
+    run's last step (of `steps`)."""
+    last = [-math.inf]
+
+    def report(step: int, metrics: dict) -> None:
+        now = time.monotonic()
+        if now - last[0] >= STEP_REPORT_S or step >= steps:
+            last[0] = now
+            results.put(("step", index, step, pid))
+
+    return report
 
 
 def _end_quietly() -> None:
@@ -219,9 +261,11 @@ def run_local(
     on_result: Callable[[RunOutcome, GridPoint], None],
     on_start: Callable[[GridPoint], None],
     grace_s: float,
+    on_step: Callable[[GridPoint, int], None] = lambda point, step: None,
 ) -> bool:
     """Run `todo` on local workers; True when interrupted. After Ctrl-C the workers have
-    `grace_s` to end their runs before they are killed."""
+    `grace_s` to end their runs before they are killed. `on_step(point, step)`: a running
+    point's optimizer step, as its worker reports it (`STEP_REPORT_S`)."""
     pool = _LocalPool(todo, uri, metric, workers, threads)
     done: set[int] = set()
 
@@ -229,6 +273,8 @@ def run_local(
         for kind, index, *rest in events:
             if kind == "start":
                 on_start(todo[index])
+            elif kind == "step" and index not in done:
+                on_step(todo[index], rest[0])
             elif kind == "done" and index not in done:
                 done.add(index)
                 on_result(rest[0], todo[index])

@@ -10,12 +10,12 @@ import contextlib
 import math
 import os
 import time
-import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
 from isolab.config import RunConfig
-from isolab.logs import quiet_libraries, without_sklearn
+from isolab.logs import quiet_worker, without_sklearn
 from isolab.paths import cache_root
 from isolab.tracking import PARENT_ENV, find_runs
 from isolab.vocab import FAILED, KILLED, RUNNING, SKIPPED, PointStatus, RunStatus
@@ -45,9 +45,21 @@ class RunOutcome:
     error: str | None = None
 
 
-def run_point(cfg: RunConfig, tracking_uri: str, metric: str) -> RunOutcome:
+def optimizer_steps(cfg: RunConfig) -> int:
+    """The optimizer steps of a run, as `train`'s step hook counts them: M batches of
+    rollouts, each used for `num_iterations` updates."""
+    return cfg.M * cfg.num_iterations
+
+
+def run_point(
+    cfg: RunConfig,
+    tracking_uri: str,
+    metric: str,
+    on_step: Callable[[int, dict], None] | None = None,
+) -> RunOutcome:
     """Train one grid point in this process, holding its lease; a failure becomes a FAILED
-    outcome, not a raise; a point another runner holds or finished is SKIPPED.
+    outcome, not a raise; a point another runner holds or finished is SKIPPED. `on_step` is
+    `train`'s step hook (`on_step(step, metrics)`, of `optimizer_steps(cfg)`).
 
     KeyboardInterrupt propagates (the run is marked KILLED by `train`).
     """
@@ -62,12 +74,14 @@ def run_point(cfg: RunConfig, tracking_uri: str, metric: str) -> RunOutcome:
         if not mine or finished_elsewhere(cfg.run_key, cfg.experiment, cfg.model, tracking_uri):
             why = "being trained by another runner" if not mine else "finished by another runner"
             return RunOutcome(cfg.run_key, cfg.run_name, SKIPPED, None, 0.0, error=why)
-        return _train_point(train, cfg, tracking_uri, metric, t0)
+        return _train_point(train, cfg, tracking_uri, metric, t0, on_step)
 
 
-def _train_point(train, cfg: RunConfig, tracking_uri: str, metric: str, t0: float) -> RunOutcome:
+def _train_point(
+    train, cfg: RunConfig, tracking_uri: str, metric: str, t0: float, on_step
+) -> RunOutcome:
     try:
-        result = train(cfg, tracking_uri=tracking_uri)
+        result = train(cfg, tracking_uri=tracking_uri, on_step=on_step)
     except Exception as exc:  # noqa: BLE001 - one bad point must not stop the sweep
         run_id = _latest_run_id(cfg, tracking_uri)
         return RunOutcome(
@@ -132,8 +146,7 @@ def setup_process(threads: int, env: dict[str, str], tracking_uri: str | None = 
     """Prepare a worker: environment, torch threads, quiet libraries, heavy imports done once,
     and the connection to the store opened (so that none of it counts in a run's wall time)."""
     os.environ.update(env)
-    warnings.filterwarnings("ignore")  # a worker's output is its runner's progress bar
-    quiet_libraries()
+    quiet_worker()  # a worker's output is its runner's progress display
     import torch
 
     from isolab.rl import engines

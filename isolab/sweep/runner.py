@@ -16,7 +16,9 @@ Backends (`BACKENDS`), each running points through `isolab.sweep.point.run_point
 
 `check_run` refuses, before anything touches the store, what cannot work or is too big
 (ValueError naming the option and the fix); `execute` and `run_sweep` call it, so a notebook
-meets the same guards as `isolab sweep run`.
+meets the same guards as `isolab sweep run`. Callers follow a sweep through its hooks
+(`on_start`, `on_step`, `on_result`), and `SweepProgress` turns them into the share done and
+an ETA.
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from isolab.sweep.local import run_local
 from isolab.sweep.plan import GridPoint, SweepPlan, check_wall_time
-from isolab.sweep.point import RunOutcome, run_point, stopped
+from isolab.sweep.point import RunOutcome, optimizer_steps, run_point, stopped
 from isolab.sweep.ray_backend import run_ray
 from isolab.sweep.resume import pending
 from isolab.tracking import PARENT_ENV, resolve_uri, sweep_parent
@@ -84,6 +86,75 @@ class SweepReport:
     def skipped(self) -> list[RunOutcome]:
         """Points another runner on the same spec and store trains or trained meanwhile."""
         return self.with_status(SKIPPED)
+
+
+@dataclass
+class SweepProgress:
+    """How far a running sweep is, and how long it has left, from the steps its runs report.
+
+    Each point weighs its estimated wall time (`GridPoint.est_wall_s`): a running point counts
+    the share of its optimizer steps done, an ended one (whatever its status) all of it. The
+    ETA extrapolates the pace since the first point started, so it exists from the first step
+    of the first run (not only once runs finish); it starts high, as that pace includes the
+    first run's model load and base evaluation, and settles as steps come in. Before the first
+    step, `planned_s` (the plan's estimate over the workers) stands in.
+
+    Attributes:
+        todo: the points this sweep runs.
+        workers: how many run at once.
+    """
+
+    todo: list[GridPoint]
+    workers: int = 1
+    _done: dict[str, float] = field(default_factory=dict)  # run key → share of its steps done
+    _ended: set[str] = field(default_factory=set)
+    _t0: float | None = None
+
+    @property
+    def total_s(self) -> float:
+        return sum(p.est_wall_s for p in self.todo) or 1.0
+
+    @property
+    def planned_s(self) -> float:
+        """The plan's wall-time estimate of the whole sweep on `workers`."""
+        return sum(p.est_wall_s for p in self.todo) / max(1, self.workers)
+
+    def start(self, point: GridPoint, now: float | None = None) -> None:
+        if self._t0 is None:
+            self._t0 = time.monotonic() if now is None else now
+        self._done.setdefault(point.run_key, 0.0)
+
+    def step(self, point: GridPoint, step: int, now: float | None = None) -> None:
+        """`point` reached optimizer step `step` (of `optimizer_steps(point.config)`)."""
+        self.start(point, now)
+        share = min(1.0, step / max(1, optimizer_steps(point.config)))
+        self._done[point.run_key] = max(self._done[point.run_key], share)
+
+    def end(self, point: GridPoint, now: float | None = None) -> None:
+        """`point` ended (finished, failed, killed or skipped): all its weight is done."""
+        self.start(point, now)
+        self._done[point.run_key] = 1.0
+        self._ended.add(point.run_key)
+
+    @property
+    def ended(self) -> int:
+        """How many points have ended."""
+        return len(self._ended)
+
+    @property
+    def fraction(self) -> float:
+        """Share of the sweep's estimated wall time done, in [0, 1]."""
+        weight = {p.run_key: p.est_wall_s for p in self.todo}
+        done = sum(weight.get(key, 0.0) * share for key, share in self._done.items())
+        return min(1.0, done / self.total_s)
+
+    def eta_s(self, now: float | None = None) -> float | None:
+        """Seconds left at the pace measured so far; None before the first step."""
+        fraction = self.fraction
+        if self._t0 is None or fraction <= 0:
+            return None
+        elapsed = (time.monotonic() if now is None else now) - self._t0
+        return max(0.0, elapsed * (1 - fraction) / fraction)
 
 
 def check_run(
@@ -166,19 +237,33 @@ def _children_of(run_id: str):
             os.environ[PARENT_ENV] = before
 
 
+@dataclass
+class _Hooks:
+    """The caller's callbacks of a sweep (any may be None)."""
+
+    on_result: Callable[[RunOutcome, GridPoint], None] | None = None
+    on_start: Callable[[GridPoint], None] | None = None
+    on_step: Callable[[GridPoint, int], None] | None = None
+
+
 def _run_inline(
     todo: list[GridPoint],
     uri: str,
     metric: str,
     on_result: Callable[[RunOutcome, GridPoint], None],
     on_start: Callable[[GridPoint], None],
+    on_step: Callable[[GridPoint, int], None],
 ) -> bool:
     """Run `todo` one after another in this process; True when interrupted (Ctrl-C: `train`
     marks the run in progress KILLED; finished runs stay FINISHED)."""
     for point in todo:
         on_start(point)
+
+        def stepped(step: int, metrics: dict, point: GridPoint = point) -> None:
+            on_step(point, step)
+
         try:
-            outcome = run_point(point.config, uri, metric)
+            outcome = run_point(point.config, uri, metric, stepped)
         except KeyboardInterrupt:
             on_result(stopped(point.config, uri, os.getpid()), point)
             return True
@@ -196,16 +281,23 @@ def execute(
     address: str | None = None,
     on_result: Callable[[RunOutcome, GridPoint], None] | None = None,
     on_start: Callable[[GridPoint], None] | None = None,
+    on_step: Callable[[GridPoint, int], None] | None = None,
 ) -> tuple[list[RunOutcome], bool]:
     """Run the given points; returns their outcomes and whether Ctrl-C stopped the sweep.
+
+    Args:
+        on_result: called with each point's outcome as it ends.
+        on_start: called as a point starts.
+        on_step: `on_step(point, step)` as a running point reaches an optimizer step (of
+            `optimizer_steps(point.config)`); local workers report at most every
+            `isolab.sweep.local.STEP_REPORT_S`, and the ray backend reports none.
 
     Raises:
         ValueError: from `check_run`, before anything runs.
     """
     check_run(plan, tracking_uri, workers=workers, backend=backend, address=address)
-    return _execute(
-        todo, plan, resolve_uri(tracking_uri), workers, backend, address, on_result, on_start
-    )
+    hooks = _Hooks(on_result, on_start, on_step)
+    return _execute(todo, plan, resolve_uri(tracking_uri), workers, backend, address, hooks)
 
 
 def _execute(
@@ -215,8 +307,7 @@ def _execute(
     workers: int,
     backend: str,
     address: str | None,
-    on_result: Callable[[RunOutcome, GridPoint], None] | None,
-    on_start: Callable[[GridPoint], None] | None,
+    hooks: _Hooks,
 ) -> tuple[list[RunOutcome], bool]:
     outcomes: list[RunOutcome] = []
     if not todo:
@@ -224,20 +315,21 @@ def _execute(
 
     def record(outcome: RunOutcome, point: GridPoint) -> None:
         outcomes.append(outcome)
-        if on_result is not None:
-            on_result(outcome, point)
+        if hooks.on_result is not None:
+            hooks.on_result(outcome, point)
 
-    started = on_start or (lambda point: None)
+    started = hooks.on_start or (lambda point: None)
+    stepped = hooks.on_step or (lambda point, step: None)
     spec = plan.spec
     parent = sweep_parent(spec.name, spec.name, uri)
     with _children_of(parent):
         if backend == "inline":
-            interrupted = _run_inline(todo, uri, spec.metric, record, started)
+            interrupted = _run_inline(todo, uri, spec.metric, record, started, stepped)
         elif backend == "local":  # a worker's threads, split among a run's processes
             processes = max(p.config.processes for p in todo)
             threads = max(1, int(spec.resources.cpus_per_run)) * processes
             interrupted = run_local(
-                todo, uri, spec.metric, workers, threads, record, started, STOP_GRACE_S
+                todo, uri, spec.metric, workers, threads, record, started, STOP_GRACE_S, stepped
             )
         else:
             interrupted = run_ray(
@@ -257,8 +349,10 @@ def run_sweep(
     limit: int | None = None,
     reclaim_remote: bool = False,
     on_result: Callable[[RunOutcome, GridPoint], None] | None = None,
+    on_step: Callable[[GridPoint, int], None] | None = None,
 ) -> SweepReport:
-    """Run every point of `plan` not yet FINISHED in the store (see the module docstring).
+    """Run every point of `plan` not yet FINISHED in the store (see the module docstring;
+    the hooks as in `execute`).
 
     Raises:
         ValueError: from `check_run`, before the store is touched.
@@ -267,9 +361,8 @@ def run_sweep(
     check_run(plan, tracking_uri, workers=workers, backend=backend, address=address, limit=limit)
     uri = resolve_uri(tracking_uri)
     todo, state = pending(plan, uri, reclaim_remote, limit)
-    outcomes, interrupted = _execute(
-        todo, plan, uri, workers, backend, address, on_result, on_start=None
-    )
+    hooks = _Hooks(on_result, on_step=on_step)
+    outcomes, interrupted = _execute(todo, plan, uri, workers, backend, address, hooks)
     return SweepReport(
         outcomes=outcomes,
         already_finished=len(state.finished),
