@@ -18,8 +18,10 @@ from isolab.tracking.runs import load_runs
 
 
 def hours(snapshot: Path) -> dict[str, object]:
-    runs = load_runs(snapshot).group_by("run_key").agg(
-        pl.col("start_time").min(), pl.col("end_time").max()
+    runs = (
+        load_runs(snapshot)
+        .group_by("run_key")
+        .agg(pl.col("start_time").min(), pl.col("end_time").max())
     )
     start, end = runs["start_time"].to_numpy(), runs["end_time"].to_numpy()  # ms since epoch
     return {
@@ -36,7 +38,9 @@ def main(argv: list[str]) -> None:
     print(f"{'snapshot':44} {'runs':>5} {'run-hours':>10} {'span h':>8}")
     for snap in snapshots:
         h = hours(snap)
-        print(f"{snap.as_posix():44} {h['runs']:>5} {h['run_hours']:>10.2f} {h['span_hours']:>8.2f}")
+        print(
+            f"{snap.as_posix():44} {h['runs']:>5} {h['run_hours']:>10.2f} {h['span_hours']:>8.2f}"
+        )
 
 
 if __name__ == "__main__":
