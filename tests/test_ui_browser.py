@@ -1,9 +1,16 @@
 """The MLflow UI served by `isolab ui`, driven in headless Chromium as a user would browse it.
 
 Two real (tiny) training runs are exported as a snapshot and imported into a throwaway SQLite
-store, and an analysis with a figure is logged on the sweep's parent run; the test then finds,
-in the rendered pages, the study's experiment opening on its runs table, the parent run with its
-two children, a child's `flops/total` metric, and the figure in the parent's artifacts.
+store, and an analysis with a figure is logged on the sweep's parent run. The test waits for
+`isolab ui` to say "ready" (the server must answer then) and walks, taking a screenshot at each
+stop (in `$ISOLAB_TEST_ARTIFACTS/ui-browser/`, else the test's tmp_path; the paths are printed):
+
+1. the landing page it prints: the experiments list in MLflow's model-training mode;
+2. the sweep's runs, flat, with n, B_p, M, seed, final avg@k, ρ, FLOPs and rollouts as
+   columns (`isolab.tracking.views`), a child's FLOPs in its row;
+3. the chart view, its metrics charted against compute (x: `compute/rollouts`, `flops/total`);
+4. a run's FLOP-split figure, reached from the link in the run's description;
+5. the analysis figure on the sweep's parent run, reached from the experiment's description.
 
 Setup installs Debian's `chromium` and `chromium-driver` (the driver matches the browser's
 version exactly) when they are missing, as `scripts/ci_services.sh` does; the test skips only
@@ -55,6 +62,11 @@ ANALYSIS = "frontier"  # the report's name: its artifacts go under analysis/fron
 METRIC = "flops/total"
 FIGURE = "ui_browser_frontier.png"
 FIGURE_PX = (300, 200)  # 3 x 2 inches at 100 dpi
+RUN_FIGURE_PX = (630, 324)  # run_figure's 7 x 3.6 inches at 90 dpi
+#: The runs table's columns a sweep opens with: the grid, then final metrics (the runs evaluate
+#: avg@1 and avg@2 only: the view picks the largest k).
+COLUMNS = ("n", "B_p", "M", "seed", "eval/avg_at_2", "compute/rho", "flops/total",
+           "compute/rollouts")  # fmt: skip
 WAIT_S = 60  # the UI is slow on a loaded 2-core machine; each wait is for one element
 UI_START_S = 120
 
@@ -115,8 +127,9 @@ def _isolab_cmd() -> list[str]:
 
 @contextlib.contextmanager
 def _isolab_ui(uri: str, cwd: Path, log: Path) -> Iterator[tuple[str, Callable, Callable]]:
-    """Start `isolab ui` in its own session; yields its URL, a wait-until-healthy function and
-    a stop function that checks the whole server stops."""
+    """Start `isolab ui` in its own session; yields its URL, a function that waits for its
+    "ready" (returning the landing URL it printed) and a stop function that checks the whole
+    server stops."""
     port = free_port()
     cmd = [*_isolab_cmd(), "ui", "--tracking-uri", uri, "--port", str(port)]
     base = f"http://127.0.0.1:{port}"
@@ -125,20 +138,27 @@ def _isolab_ui(uri: str, cwd: Path, log: Path) -> Iterator[tuple[str, Callable, 
             cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
 
-    def wait_healthy() -> None:
+    def wait_ready() -> str:
+        """The URL `isolab ui` printed with "ready", once it did; the server must answer
+        HTTP then: "ready" means ready."""
+        import re
+
         deadline = time.monotonic() + UI_START_S
         while True:
+            found = re.search(r"^ready: (http://\S+)", _tail(log, 10**6), re.MULTILINE)
+            if found:
+                break
             if proc.poll() is not None:
                 pytest.fail(f"`isolab ui` exited with {proc.returncode}:\n{_tail(log)}")
-            with (
-                contextlib.suppress(OSError),
-                urllib.request.urlopen(f"{base}/health", timeout=2) as response,
-            ):
-                if response.status == 200:
-                    return
             if time.monotonic() > deadline:
-                pytest.fail(f"`isolab ui` did not answer in {UI_START_S} s:\n{_tail(log)}")
-            time.sleep(0.5)
+                pytest.fail(f"`isolab ui` said no 'ready' in {UI_START_S} s:\n{_tail(log)}")
+            time.sleep(0.2)
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=5) as response:
+                assert response.status == 200
+        except OSError as exc:
+            pytest.fail(f"`isolab ui` said ready, but the server does not answer: {exc}")
+        return found.group(1)
 
     def stop() -> None:
         """SIGTERM to `isolab ui` alone, as a process manager sends it: the MLflow server it
@@ -153,7 +173,7 @@ def _isolab_ui(uri: str, cwd: Path, log: Path) -> Iterator[tuple[str, Callable, 
             pytest.fail("the UI still answers after isolab ui stopped")
 
     try:
-        yield base, wait_healthy, stop
+        yield base, wait_ready, stop
     finally:
         # Whatever is left if the test failed first: `isolab ui` and the server's group.
         for child in (
@@ -212,80 +232,127 @@ def _imported_study(tmp_path: Path, uri: str) -> None:
 
 
 # ---- the test ------------------------------------------------------------------------------
-def test_mlflow_ui_lands_on_an_imported_sweep_with_children_metrics_and_figures(
+def _shots_dir(tmp_path: Path) -> Path:
+    """Where the screenshots go: `$ISOLAB_TEST_ARTIFACTS/ui-browser/` (kept after the run, for
+    CI to upload) or the test's tmp_path."""
+    root = os.environ.get("ISOLAB_TEST_ARTIFACTS")
+    out = (Path(root) if root else tmp_path) / "ui-browser"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def test_mlflow_ui_opens_on_a_sweeps_points_charts_against_compute_and_figures(
     isolab_cache, tracking_uri, tmp_path, browser
 ):
-    # The store and experiment exist before the UI starts, so the UI boots (slow: several
-    # uvicorn workers) while the tiny runs train.
+    # The store and experiment exist before the UI starts, so the UI boots (slow on 2 cores)
+    # while the tiny runs train.
+    started = time.monotonic()
     exp_id = tracking.experiment_id(STUDY, tracking_uri)
     log = tmp_path / "isolab-ui.log"
-    with _isolab_ui(tracking_uri, tmp_path, log) as (base, wait_healthy, stop):
+    with _isolab_ui(tracking_uri, tmp_path, log) as (base, wait_ready, stop):
         _imported_study(tmp_path, tracking_uri)
+        print(f"runs trained and imported: {time.monotonic() - started:.1f} s")
         client = MlflowClient(tracking_uri)
         (parent,) = client.search_runs([exp_id], filter_string=f"tags.`{KIND_TAG}` = 'sweep'")
         children = client.search_runs(
             [exp_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'"
         )
         assert len(children) == 2
-        child = children[0]
-        flops_total = child.data.metrics[METRIC]
-        wait_healthy()
+        child = max(children, key=lambda r: r.data.metrics[METRIC])
+        landing = wait_ready()
+        ui = _Page(browser, tmp_path, log, _shots_dir(tmp_path))
+        print(f"isolab ui ready, runs imported: {time.monotonic() - started:.1f} s")
 
-        ui = _Page(browser, tmp_path, log)
+        # 1. The landing page `isolab ui` printed with "ready": the experiments list in the
+        #    model-training mode, not MLflow's GenAI welcome page.
+        ui.get(landing)
+        ui.wait(EC.visibility_of_element_located((By.LINK_TEXT, STUDY)), f"experiment {STUDY}")
+        ui.check("workflowType=machine_learning" in browser.current_url, browser.current_url)
+        ui.check("Welcome to MLflow" not in browser.page_source, "the GenAI welcome page")
+        ui.close_assistant()
+        ui.shot("1-landing")
 
-        # 1. The link `isolab ui` prints for the study lands on its runs table (not on MLflow's
-        #    GenAI overview), which lists the sweep's parent run.
+        # 2. The link printed for the sweep opens on its points, flat (not folded under the
+        #    parent run), with the grid and the final metrics as columns.
         ui.get(_printed_link(log, STUDY))
         ui.wait(EC.url_contains(f"/experiments/{exp_id}/runs"), f"experiment {STUDY!r} opened")
-        parent_name = parent.info.run_name
-        ui.wait(
-            EC.visibility_of_element_located(
-                (By.XPATH, f"//*[normalize-space(text())='{parent_name}']")
-            ),
-            f"the sweep's parent run {parent_name!r} in the runs table the experiment opens on",
-        )
-
-        # 2. The parent expands to its child runs; a child's page shows flops/total.
-        expander = (  # the ⊞ button in the parent's run-name cell
-            f"//*[normalize-space(text())='{parent_name}']/ancestor::*[@role='gridcell'][1]"
-            "//button[contains(@data-component-id, 'runnamecellrenderer')]"
-        )
-        ui.wait(
-            EC.element_to_be_clickable((By.XPATH, expander)),
-            "the expander of the parent's child runs",
-        ).click()
+        for column in COLUMNS:
+            ui.wait(
+                EC.presence_of_element_located(
+                    (By.CSS_SELECTOR, f"[data-testid='sort-header-{column}']")
+                ),
+                f"column {column!r} in the sweep's runs table",
+            )
         for run in children:
             ui.wait(
                 EC.visibility_of_element_located(
                     (By.XPATH, f"//*[normalize-space(text())='{run.info.run_name}']")
                 ),
-                f"child run {run.info.run_name!r} under the parent",
+                f"run {run.info.run_name!r} in the table, not folded under the parent",
             )
-        ui.click_text(child.info.run_name, f"child run {child.info.run_name!r}")
-        ui.wait(EC.url_contains(f"/runs/{child.info.run_id}"), "the child's run page")
-        search = ui.wait(
-            EC.visibility_of_element_located(
-                (By.CSS_SELECTOR, "input[placeholder='Search metrics']")
-            ),
-            "the metrics search box of the child run",
+        parent_rows = browser.find_elements(
+            By.XPATH, f"//*[normalize-space(text())='{parent.info.run_name}']"
         )
-        search.send_keys(METRIC)  # as a user would among ~60 metrics; the table may be virtual
-        name = ui.wait(
-            EC.visibility_of_element_located(
-                (By.XPATH, f"//*[@role='row']//*[normalize-space(text())='{METRIC}']")
-            ),
-            f"metric {METRIC!r} in the metrics table of the child run",
-        )
-        row = name.find_element(By.XPATH, "./ancestor::*[@role='row'][1]")
-        cells = [c for c in row.text.splitlines() if c.strip() and c.strip() != METRIC]
+        ui.check(not parent_rows, "the sweep's parent run among its points")
+        cells = ui.row_text(child.info.run_name)
+        expected = child.data.metrics[METRIC]
         ui.check(
-            any(_number(c) == pytest.approx(flops_total, rel=1e-3) for c in cells),
-            f"{METRIC} row reads {row.text!r}, expected {flops_total:g}",
+            any(_number(c) == pytest.approx(expected, rel=1e-3) for c in cells),
+            f"{METRIC} in the row of {child.info.run_name} reads {cells}, expected {expected:g}",
         )
+        ui.shot("2-sweep-runs")
 
-        # 3. The parent's page holds the analysis: the figure's preview loads.
+        # 3. The chart view: its metrics against compute (x: a metric, not the step).
+        mode = "//input[@name='runs-view-mode'][@value='CHART']/ancestor::label[1]"
+        ui.wait(EC.element_to_be_clickable((By.XPATH, mode)), "the chart view switch").click()
+        ui.wait(
+            EC.visibility_of_element_located((By.XPATH, "//*[text()='At equal compute']")),
+            "the chart section 'At equal compute'",
+        )
+        for x in ("compute/rollouts", "flops/total"):
+            ui.wait(
+                lambda d, x=x: d.execute_script(
+                    "return [...document.querySelectorAll('text.xtitle')]"
+                    ".some(t => t.textContent === arguments[0])",
+                    x,
+                ),
+                f"a chart with x-axis {x}",
+            )
+        ui.wait(
+            lambda d: d.execute_script(
+                "return document.querySelectorAll('path.js-line').length >= 2"
+            ),
+            "the runs' lines in the charts",
+        )
+        ui.shot("3-charts-against-compute")
+
+        # 4. A run's FLOP-split figure, from the link in the run's description.
         ui.get(_printed_link(log, STUDY))
-        ui.click_text(parent_name, f"the parent run {parent_name!r} in the runs table")
+        ui.click_text(child.info.run_name, f"run {child.info.run_name!r}")
+        ui.wait(EC.url_contains(f"/runs/{child.info.run_id}"), "the run's page")
+        ui.follow(
+            (By.LINK_TEXT, "figures/flop_split.png"),
+            "the link to the FLOP-split figure in the run's description",
+        )
+        ui.wait(EC.url_contains(f"/runs/{child.info.run_id}/artifacts"), "the run's artifacts")
+        ui.wait_image(RUN_FIGURE_PX, "the FLOP-split figure")
+        ui.shot("4-flop-split")
+
+        # 5. The sweep's parent run, from the experiment's description: its analysis figure.
+        ui.get(_printed_link(log, STUDY))
+        ui.wait(
+            EC.element_to_be_clickable(
+                (
+                    By.CSS_SELECTOR,
+                    "[data-component-id='mlflow.experiment.metadata_editor.expand_button']",
+                )
+            ),
+            "the expander of the experiment's description",
+        ).click()
+        ui.follow(
+            (By.PARTIAL_LINK_TEXT, "the sweep's run"),
+            "the link to the sweep's run in the experiment's description",
+        )
         ui.wait(EC.url_contains(f"/runs/{parent.info.run_id}"), "the parent's run page")
         ui.click_text("Artifacts", "the Artifacts tab of the parent run")
         for node in ("analysis", ANALYSIS, "figures", FIGURE):  # not the breadcrumb's links
@@ -293,16 +360,11 @@ def test_mlflow_ui_lands_on_an_imported_sweep_with_children_metrics_and_figures(
             ui.wait(
                 EC.element_to_be_clickable(locator), f"{node} in the parent's artifacts"
             ).click()
-        ui.wait(
-            lambda d: d.execute_script(
-                "return [...document.images].some(i => i.complete"
-                " && i.naturalWidth === arguments[0] && i.naturalHeight === arguments[1])",
-                *FIGURE_PX,
-            ),
-            f"a loaded {FIGURE_PX[0]}x{FIGURE_PX[1]} preview image of {FIGURE}",
-        )
+        ui.wait_image(FIGURE_PX, f"the preview of {FIGURE}")
+        ui.shot("5-parent-analysis")
+        print("screenshots:", *ui.shots, sep="\n  ")
 
-        # 4. SIGTERM to `isolab ui` stops the whole server.
+        # 6. SIGTERM to `isolab ui` stops the whole server.
         stop()
 
 
@@ -316,9 +378,61 @@ def _number(text: str) -> float | None:
 class _Page:
     """Explicit waits that fail with a screenshot, the page source and the UI's log."""
 
-    def __init__(self, driver: webdriver.Chrome, out: Path, ui_log: Path):
-        self.driver, self.out, self.ui_log = driver, out, ui_log
+    def __init__(self, driver: webdriver.Chrome, out: Path, ui_log: Path, shots: Path):
+        self.driver, self.out, self.ui_log, self.shots_dir = driver, out, ui_log, shots
         self.waiter = WebDriverWait(driver, WAIT_S, poll_frequency=0.5)
+        self.shots: list[str] = []
+        self.t0 = time.monotonic()
+
+    def shot(self, name: str) -> None:
+        """A screenshot of the page as it is, kept as the test's artifact (with the seconds
+        since the browsing began, to see where the test's time goes)."""
+        path = self.shots_dir / f"{name}.png"
+        self.driver.save_screenshot(str(path))
+        self.shots.append(f"{path}  ({time.monotonic() - self.t0:.1f} s)")
+
+    def follow(self, locator: tuple[str, str], what: str) -> None:
+        """Click a link of a description (MLflow opens those in a new tab) and go on there."""
+        before = set(self.driver.window_handles)
+        self.wait(EC.element_to_be_clickable(locator), what).click()
+        self.wait(lambda d: set(d.window_handles) - before, f"the tab that {what} opens")
+        (tab,) = set(self.driver.window_handles) - before
+        self.driver.switch_to.window(tab)
+
+    def close_assistant(self) -> None:
+        """Close MLflow's assistant panel, which opens by itself on a browser's first visit
+        to a local server (a third of the screen in every screenshot otherwise)."""
+        for button in self.driver.find_elements(
+            By.CSS_SELECTOR, "[data-component-id='mlflow.assistant.chat_panel.close']"
+        ):
+            with contextlib.suppress(WebDriverException):
+                button.click()
+
+    def row_text(self, run_name: str) -> list[str]:
+        """The cells of the runs-table row of `run_name` (its pinned name cell and its
+        scrolling cells are two rows of the grid with one row index)."""
+        name = self.wait(
+            EC.visibility_of_element_located(
+                (By.XPATH, f"//*[@role='row']//*[normalize-space(text())='{run_name}']")
+            ),
+            f"the row of {run_name}",
+        )
+        index = name.find_element(By.XPATH, "./ancestor::*[@role='row'][1]").get_attribute(
+            "row-index"
+        )
+        rows = self.driver.find_elements(By.CSS_SELECTOR, f"[role='row'][row-index='{index}']")
+        return [c.strip() for r in rows for c in r.text.splitlines() if c.strip()]
+
+    def wait_image(self, size: tuple[int, int], what: str) -> None:
+        """Wait for a loaded image of `size` pixels on the page."""
+        self.wait(
+            lambda d: d.execute_script(
+                "return [...document.images].some(i => i.complete"
+                " && i.naturalWidth === arguments[0] && i.naturalHeight === arguments[1])",
+                *size,
+            ),
+            f"{what}: a loaded {size[0]}x{size[1]} image",
+        )
 
     def get(self, url: str) -> None:
         try:

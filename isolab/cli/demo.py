@@ -71,7 +71,7 @@ def demo(
         "FLOP shares are of flops/total; ρ = flops/learning / flops/total (evaluation kept apart)."
     )
     console.print(
-        "Browse every metric: [bold]make ui[/] (or `isolab ui`), then open http://127.0.0.1:5000 → experiment 'demo'."
+        "Browse every metric: [bold]make ui[/] (or `isolab ui`), then open the link it prints after 'ready:' → experiment 'demo'."
     )
 
 

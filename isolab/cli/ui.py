@@ -1,4 +1,5 @@
-"""`isolab ui`: the MLflow UI on loopback for isolab's store, with links to its experiments."""
+"""`isolab ui`: the MLflow UI on loopback for isolab's store, with links that open each
+experiment on its runs (`isolab.tracking.views`), printed once the server answers."""
 
 from __future__ import annotations
 
@@ -6,14 +7,19 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
+import urllib.request
 from typing import Annotated
 
 import typer
 
 from isolab.cli.common import TrackingUri, console, safe
 
-#: The UI's start page for isolab's experiments: the model-training view (runs tables).
+#: The UI's start page for isolab's experiments: the list, in MLflow 3's model-training mode
+#: (its home page is a GenAI welcome page, and its experiment pages open on GenAI traces).
 UI_HOME = "#/experiments?workflowType=machine_learning"
+#: How often the server is asked whether it answers yet, and how long one question may take.
+POLL_S, ASK_TIMEOUT_S = 0.5, 2.0
 
 
 def ui(
@@ -24,7 +30,8 @@ def ui(
         typer.Option(min=1, help="Server processes (MLflow's default is 4; one serves a browser)."),
     ] = 1,
 ) -> None:
-    """Start the MLflow UI on 127.0.0.1 for the isolab store."""
+    """Start the MLflow UI on 127.0.0.1 for the isolab store; say "ready" with the links to
+    open once it answers."""
     from isolab.tracking import artifact_root, resolve_uri
 
     uri = resolve_uri(tracking_uri)
@@ -47,34 +54,50 @@ def ui(
     if root:  # a local store keeps its artifacts beside it; the UI must look there too
         cmd += ["--default-artifact-root", root]
     base = f"http://127.0.0.1:{port}"
-    console.print(f"MLflow UI for the store {safe(uri)}; Ctrl-C stops it.")
-    # MLflow 3.17 opens an experiment in its GenAI view (traces) unless the link asks for the
-    # model-training one, whatever the experiment's kind tag says: these links land on the
-    # runs tables
-    console.print(f"  experiments   {base}/{UI_HOME}", soft_wrap=True, highlight=False)
-    for exp_id, name in _recent_experiments(uri):
-        link = f"{base}/#/experiments/{exp_id}/runs?workflowType=machine_learning"
-        console.print(f"  {name}   {link}", soft_wrap=True, highlight=False, markup=False)
-    raise typer.Exit(_serve(cmd))
+    console.print(
+        f"Starting the MLflow UI for the store {safe(uri)} (it takes 10–60 s); Ctrl-C stops it."
+    )
+    raise typer.Exit(_serve(cmd, base, uri))
 
 
-def _recent_experiments(uri: str, count: int = 10) -> list[tuple[str, str]]:
-    """(id, name) of the store's most recently updated experiments (none if it cannot be read)."""
+def _experiment_links(uri: str, base: str, count: int = 10) -> list[tuple[str, str]]:
+    """(name, link) of the store's most recently updated experiments, each link opening
+    isolab's view of its runs (`views.ensure_view`: written into the store when missing).
+    None if the store cannot be read; a plain link where the view cannot be written (a store
+    read-only to this user)."""
+    from mlflow.exceptions import MlflowException
+
     from isolab.tracking import client
+    from isolab.tracking.views import ensure_view, runs_url
 
     try:
+        c = client(uri)
         # one more than `count`: MLflow's empty "Default" experiment may be among them
-        found = client(uri).search_experiments(
-            max_results=count + 1, order_by=["last_update_time DESC"]
-        )
+        found = c.search_experiments(max_results=count + 1, order_by=["last_update_time DESC"])
     except Exception:  # noqa: BLE001 - the links are a convenience; the UI still starts
         return []
-    return [(e.experiment_id, e.name) for e in found if e.name != "Default"][:count]
+    links = []
+    for exp in [e for e in found if e.name != "Default"][:count]:
+        key = None
+        with contextlib.suppress(MlflowException, OSError):
+            key = ensure_view(c, exp.experiment_id)
+        links.append((exp.name, runs_url(base, exp.experiment_id, key)))
+    return links
 
 
-def _serve(cmd: list[str]) -> int:
-    """Run the MLflow server in a process group of its own and stop that whole group (the
-    server, uvicorn and its workers) when this process gets SIGINT, SIGTERM or SIGHUP."""
+def _answers(base: str) -> bool:
+    """Whether the server answers HTTP (its `/health` says OK)."""
+    try:
+        with urllib.request.urlopen(f"{base}/health", timeout=ASK_TIMEOUT_S) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def _serve(cmd: list[str], base: str, uri: str) -> int:
+    """Run the MLflow server in a process group of its own, say "ready" with the links once
+    it answers, and stop that whole group (the server, uvicorn and its workers) when this
+    process gets SIGINT, SIGTERM or SIGHUP."""
     import signal
 
     # A session (so a process group) of its own: `os.killpg` stops the server with uvicorn and
@@ -93,6 +116,13 @@ def _serve(cmd: list[str]) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, stop)
     try:
+        links = _experiment_links(uri, base)  # while the server starts
+        while server.poll() is None and not _answers(base):
+            time.sleep(POLL_S)
+        if server.poll() is None:
+            console.print(f"ready: {base}/{UI_HOME}", soft_wrap=True, highlight=False)
+            for name, link in links:
+                console.print(f"  {name}   {link}", soft_wrap=True, highlight=False, markup=False)
         code = server.wait()
     finally:
         with contextlib.suppress(ProcessLookupError):

@@ -35,6 +35,7 @@ from isolab.sweep.point import RunOutcome, optimizer_steps, run_point, stopped
 from isolab.sweep.ray_backend import run_ray
 from isolab.sweep.resume import pending
 from isolab.tracking import PARENT_ENV, resolve_uri, sweep_parent
+from isolab.tracking.parents import finish_parent
 from isolab.vocab import FAILED, FINISHED, KILLED, SKIPPED, PointStatus
 
 # local: K spawned worker processes; ray: a Ray task per run; inline: one run after another in
@@ -336,6 +337,7 @@ def _execute(
                 todo, uri, spec.metric, workers, spec.resources, address, record, started,
                 STOP_GRACE_S,
             )  # fmt: skip
+    finish_parent(spec.name, parent, uri)  # its real duration, points table and descriptions
     return outcomes, interrupted
 
 

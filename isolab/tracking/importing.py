@@ -14,18 +14,21 @@ import contextlib
 import json
 import logging
 import os
+import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import polars as pl
-from mlflow.utils.validation import MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH
 
 from isolab.paths import name_path
 from isolab.tracking import leases, store
+from isolab.tracking.bulk import latest_points, write_metrics, write_params_tags
 from isolab.tracking.columns import COUNTS, COUNTS_ARTIFACT, param_columns
-from isolab.tracking.parents import sweep_parent
+from isolab.tracking.describe import NOTE_TAG, point_name, run_note
+from isolab.tracking.parents import finish_parent, sweep_parent
+from isolab.tracking.run_figure import FIGURE_FILE, RunFigures
 from isolab.tracking.snapshot import (
     HISTORY_FILE,
     SNAPSHOT_FILE,
@@ -44,6 +47,7 @@ from isolab.tracking.tags import (
     RUN_KEY_TAG,
     mlflow_key,
 )
+from isolab.tracking.views import run_url
 from isolab.vocab import FAILED, FINISHED, KILLED, METRIC_PREFIXES, RUN_ID, RUN_KEY, RUNNING, STEP
 
 logger = logging.getLogger(__name__)
@@ -71,7 +75,9 @@ def import_runs(
     the whole import (`isolab.tracking.leases`), so a concurrent import of the same runs, or a
     sweep training one of them, waits for the other writer and then finds its runs there; a
     run key already FINISHED in the experiment is skipped. The experiment defaults to the
-    snapshot's. Returns (experiment name, runs imported, runs skipped).
+    snapshot's. Each run gets its description and FLOP-split figure (`run_figure`), and the
+    sweep's parent its duration, points table and description (`parents.finish_parent`).
+    Returns (experiment name, runs imported, runs skipped).
 
     Raises:
         ValueError naming the file, column or value to fix (nothing is written);
@@ -122,14 +128,17 @@ def _import_all(
 ) -> None:
     """Write the planned runs under the sweep's parent run; on any fault, end and delete every
     run written so far and the parent if an import made it and nothing else is under it."""
-    parent = sweep_parent(name, name, uri, **{IMPORTED_FROM_TAG: path.name})
+    start = min(p["start_time"] for p in todo)
+    parent = sweep_parent(name, name, uri, start, **{IMPORTED_FROM_TAG: path.name})
     created: list[str] = []
+    figures = RunFigures()
     try:
         for plan in todo:
-            _import_run(client, exp_id, parent, plan, created)
+            _import_run(client, exp_id, parent, plan, created, figures)
     except BaseException:
         _undo(client, exp_id, parent, created)
         raise
+    finish_parent(name, parent, uri)
 
 
 def _undo(client: Any, exp_id: str, parent: str, created: list[str]) -> None:
@@ -151,7 +160,7 @@ def _import_plan(path: Path, experiment: str | None) -> tuple[list[dict[str, Any
     """Everything an import will write, read and checked before anything is created:
     ValueError names the file and the problem (unreadable parquet, missing columns, bad
     values)."""
-    from mlflow.entities import Metric, Param
+    from mlflow.entities import Param
 
     try:
         df = read_snapshot(path, statuses=None)
@@ -177,6 +186,17 @@ def _import_plan(path: Path, experiment: str | None) -> tuple[list[dict[str, Any
             "export the snapshot again with `isolab runs export`"
         )
     now = int(time.time() * 1000)
+    histories = {}
+    if history is not None:
+        missing = {RUN_KEY, "key", STEP, "value", "timestamp"} - set(history.columns)
+        if missing:
+            raise ValueError(
+                f"{path / HISTORY_FILE}: no column {', '.join(sorted(missing))}; export the "
+                "snapshot again with `isolab runs export`"
+            )
+        keyed = history.with_columns(pl.col(RUN_KEY).cast(pl.Utf8))
+        histories = keyed.partition_by(RUN_KEY, as_dict=True)
+    seeds = df["seed"].n_unique() if "seed" in df.columns else 0
     plans = []
     for (run_key,), grp in df.group_by([key], maintain_order=True):
         first = grp.row(0, named=True)
@@ -194,20 +214,13 @@ def _import_plan(path: Path, experiment: str | None) -> tuple[list[dict[str, Any
                 else [now] * grp.height
             )
             if history is not None:
-                rows = history.filter(pl.col(RUN_KEY) == str(run_key))
-                mlist = [
-                    Metric(mlflow_key(k), float(v), int(t), int(st))
-                    for k, st, v, t in rows.select("key", STEP, "value", "timestamp").iter_rows()
-                    if v is not None and v == v
-                ]
+                rows = histories.get((str(run_key),), history.clear())
+                mframe = _metric_frame(rows.select("key", STEP, "value", "timestamp"))
             else:
-                mlist = [
-                    Metric(mlflow_key(m), float(v), t, st)
-                    for m in metrics
-                    for st, t, v in zip(steps, stamps, grp[m].to_list(), strict=True)
-                    if v is not None and v == v  # skip null and NaN: "not logged at this step"
-                ]
-        except (TypeError, ValueError) as exc:
+                wide = grp.select(pl.Series(STEP, steps), pl.Series("timestamp", stamps), *metrics)
+                long = wide.unpivot(metrics, index=[STEP, "timestamp"], variable_name="key")
+                mframe = _metric_frame(long.select("key", STEP, "value", "timestamp"))
+        except (TypeError, ValueError, pl.exceptions.PolarsError) as exc:
             raise ValueError(f"{where}: {exc}") from None
         tags = {RUN_KEY_TAG: str(run_key), IMPORTED_FROM_TAG: path.name}
         if first.get("base_digest"):
@@ -219,16 +232,19 @@ def _import_plan(path: Path, experiment: str | None) -> tuple[list[dict[str, Any
                 for st, c in zip(steps, grp[COUNTS].to_list(), strict=True)
                 if c is not None
             }
+        run_params = {p: first[p] for p in params if first[p] is not None}
+        run_name = str(first.get("run_name") or run_key)
         plans.append(
             {
                 "run_key": str(run_key),
-                "run_name": str(first.get("run_name") or run_key),
+                # the seed in the name when runs differ by it: MLflow's UI shows names
+                "run_name": point_name(run_name, run_params.get("seed")) if seeds > 1 else run_name,
                 "status": status,
                 "start_time": _ms(first.get("start_time")) or min(stamps),
                 "end_time": _ms(first.get("end_time")) or max(stamps),
                 "tags": tags,
-                "params": [Param(p, str(first[p])) for p in params if first[p] is not None],
-                "metrics": mlist,
+                "params": [Param(p, str(v)) for p, v in run_params.items()],
+                "metrics": mframe,
                 "rows": grp.height,
                 "counts": counts,
             }
@@ -319,8 +335,24 @@ def _check_values(path: Path, name: str, plans: list[dict[str, Any]]) -> None:
                 f"{where}: its run_name has {len(plan['run_name'])} characters; MLflow stores "
                 f"run names of at most {MAX_RUN_NAME_LENGTH}"
             )
-        if any(m.timestamp < 0 for m in plan["metrics"]):
+        if (plan["metrics"]["timestamp"] < 0).any():
             raise ValueError(f"{where}: a metric timestamp is negative; MLflow refuses it")
+
+
+def _metric_frame(rows: pl.DataFrame) -> pl.DataFrame:
+    """A run's metric points as MLflow stores them: `key` (MLflow's name), `step`, `value`,
+    `timestamp`; null and NaN values dropped ("not logged at this step"), and points logged
+    twice kept once (MLflow's primary key is the whole point)."""
+    keys = rows["key"].cast(pl.Utf8).drop_nulls().unique().to_list()
+    out = rows.select(
+        pl.col("key").cast(pl.Utf8).replace({k: mlflow_key(k) for k in keys}),
+        pl.col(STEP).cast(pl.Int64, strict=True),
+        pl.col("value").cast(pl.Float64, strict=True),
+        pl.col("timestamp").cast(pl.Int64, strict=True),
+    ).filter(pl.col("value").is_not_null() & pl.col("value").is_not_nan())
+    if out["timestamp"].null_count() or out[STEP].null_count() or out["key"].null_count():
+        raise ValueError("a metric point has no key, step or timestamp")
+    return out.unique(maintain_order=True)
 
 
 def _ms(value: Any) -> int | None:
@@ -328,12 +360,16 @@ def _ms(value: Any) -> int | None:
 
 
 def _import_run(
-    client: Any, exp_id: str, parent: str, plan: dict[str, Any], created: list[str]
+    client: Any,
+    exp_id: str,
+    parent: str,
+    plan: dict[str, Any],
+    created: list[str],
+    figures: RunFigures,
 ) -> str:
-    """One planned run into the store; its id goes into `created` as soon as it exists (a
-    fault while it is written must delete it too). Returns its id."""
-    from mlflow.entities import RunTag
-
+    """One planned run into the store, with its description and figure; its id goes into
+    `created` as soon as it exists (a fault while it is written must delete it too). Returns
+    its id."""
     from isolab import __version__
 
     # the importing process, as on training runs: a run that a killed import leaves RUNNING is
@@ -346,22 +382,21 @@ def _import_run(
     )
     rid = run.info.run_id
     created.append(rid)
-    # as few transactions as MLflow's batch limits allow: SQLite commits dominate the cost
-    p_chunks = list(_chunks(plan["params"], MAX_PARAMS_TAGS_PER_BATCH)) or [[]]
-    m_chunks = list(_chunks(plan["metrics"], MAX_METRICS_PER_BATCH)) or [[]]
-    for i in range(max(len(p_chunks), len(m_chunks))):
-        client.log_batch(
-            rid,
-            params=list(p_chunks[i]) if i < len(p_chunks) else [],
-            metrics=list(m_chunks[i]) if i < len(m_chunks) else [],
-            tags=[RunTag("isolab.snapshot_rows", str(plan["rows"]))] if i == 0 else [],
-        )
-    if plan["counts"]:
-        client.log_dict(rid, {"correct_counts_by_step": plan["counts"]}, COUNTS_ARTIFACT)
+    points = plan["metrics"]
+    last = latest_points(points)
+    latest = {k: v for k, _, v, _ in last.iter_rows()}
+    params = {p.key: p.value for p in plan["params"]}
+    note = run_note(params, latest, run_url("", exp_id, rid, FIGURE_FILE))
+    extra = {"isolab.snapshot_rows": str(plan["rows"]), NOTE_TAG: note}
+    write_params_tags(client, rid, params, extra)
+    write_metrics(client, rid, points, last)
+    # its files in one upload: the per-problem counts and the figure
+    with tempfile.TemporaryDirectory(prefix="isolab-import-") as tmp:
+        if plan["counts"]:
+            counts = Path(tmp, COUNTS_ARTIFACT)
+            counts.parent.mkdir(parents=True)
+            counts.write_text(json.dumps({"correct_counts_by_step": plan["counts"]}))
+        figures.save(points, Path(tmp), plan["run_name"])
+        client.log_artifacts(rid, tmp)
     client.set_terminated(rid, status=plan["status"], end_time=plan["end_time"])
     return rid
-
-
-def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]

@@ -1,5 +1,6 @@
 """Writing a training run: `RunLogger` creates the run with its tags, logs its params, buffers
-its metrics and sets its final status.
+its metrics and sets its final status; a FINISHED run gets its description and its FLOP-split
+figure (`run_figure`) as it ends.
 
 Metrics are buffered and written in batches: one SQLite transaction per step would cost more
 than a tiny model's whole training step. Every write holds Ctrl-C until it is done
@@ -21,7 +22,9 @@ from mlflow.utils.validation import (
     MAX_PARAMS_TAGS_PER_BATCH,
 )
 
+from isolab.tracking.describe import NOTE_TAG, run_note
 from isolab.tracking.interrupts import interrupts_deferred, uninterrupted
+from isolab.tracking.run_figure import FIGURE_FILE, log_run_figure, stored_history
 from isolab.tracking.store import (
     ARTIFACTS_FIX,
     artifacts_problem,
@@ -38,6 +41,7 @@ from isolab.tracking.tags import (
     mlflow_key,
     source_tags,
 )
+from isolab.tracking.views import ensure_view, run_url
 from isolab.vocab import FINISHED, RunStatus
 
 log = logging.getLogger(__name__)
@@ -70,11 +74,14 @@ class RunLogger:
         with interrupts_deferred():
             run = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags)
         self.run_id = run.info.run_id
+        self.run_name = run_name
+        self.params: dict[str, Any] = {}
         self._buffer: list[Metric] = []
         self._last_flush = time.monotonic()
 
     @uninterrupted
     def log_params(self, params: dict[str, Any]) -> None:
+        self.params.update(params)  # what the run's description quotes (`describe_run`)
         items = [Param(k, _param_str(v)) for k, v in sorted(params.items())]
         for i in range(0, len(items), MAX_PARAMS_TAGS_PER_BATCH):
             batch = items[i : i + MAX_PARAMS_TAGS_PER_BATCH]
@@ -142,11 +149,14 @@ class RunLogger:
 
     @uninterrupted
     def end(self, status: RunStatus = FINISHED) -> None:
-        """Flush and close the run; status FINISHED, FAILED or KILLED. The status write is
+        """Flush and close the run; status FINISHED, FAILED or KILLED. A FINISHED run gets its
+        description and FLOP-split figure first (`describe_run`). The status write is
         retried while the store is busy (`database is locked` under many writers): a run
         must not stay RUNNING because a stop came at a busy moment."""
         try:
             self.flush()
+            if status == FINISHED:
+                self.describe_run()
         finally:
             for attempt in range(END_RETRIES):
                 try:
@@ -156,6 +166,21 @@ class RunLogger:
                     if attempt == END_RETRIES - 1:
                         raise
                     time.sleep(0.2 * 2**attempt)
+
+    def describe_run(self) -> None:
+        """The run's description (`describe.run_note`: its grid point, final avg@k, compute
+        and ρ) and its figure (`run_figure`), from what the store holds, and its experiment's
+        view (`views.ensure_view`). Best effort: a run whose figure cannot be drawn is still a
+        finished run."""
+        try:
+            history = stored_history(self.client, self.run_id)
+            log_run_figure(self.client, self.run_id, history, self.run_name)
+            latest = self.client.get_run(self.run_id).data.metrics
+            link = run_url("", self.experiment_id, self.run_id, FIGURE_FILE)
+            self.client.set_tag(self.run_id, NOTE_TAG, run_note(self.params, latest, link))
+            ensure_view(self.client, self.experiment_id)  # the runs table's columns, charts
+        except (mlflow.exceptions.MlflowException, OSError, ValueError) as exc:
+            log.warning("could not describe run %s: %s", self.run_id, exc)
 
 
 def _param_str(value: Any) -> str:

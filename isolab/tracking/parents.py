@@ -5,32 +5,58 @@ The sweep runner makes the parent and puts its id in `tags.PARENT_ENV`; the proc
 (workers, Ray tasks) inherit the variable, and `logger.RunLogger` tags each run it creates with
 it (`tags.PARENT_TAG`, MLflow's own tag). The parent holds no results (`tags.KIND_TAG` =
 `tags.SWEEP_KIND`), so the runs table leaves it out.
+
+When the sweep's runs are written (`finish_parent`, after an import or a sweep), the parent
+spans them in time (its duration is the sweep's), carries a table of its points
+(`POINTS_TABLE`, MLflow's `log_table`) and a description, and the experiment gets a
+description that links to the runs table, the charts against compute (`views`) and the parent.
 """
 
 from __future__ import annotations
 
+import logging
+
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from isolab.tracking.describe import NOTE_TAG, SWEEP_NOTE_START, avg_key, sweep_note
 from isolab.tracking.interrupts import interrupts_deferred
 from isolab.tracking.locks import store_lock
 from isolab.tracking.store import client, experiment_id, resolve_uri, sqlite_path
-from isolab.tracking.tags import KIND_TAG, SWEEP_KIND, SWEEP_TAG, source_tags
-from isolab.vocab import FINISHED
+from isolab.tracking.tags import KIND_TAG, PARENT_TAG, SWEEP_KIND, SWEEP_TAG, source_tags
+from isolab.tracking.views import POINTS_FILTER, ensure_view, run_url, runs_url
+from isolab.vocab import FINISHED, FLOPS_TOTAL, RHO, ROLLOUTS
+
+log = logging.getLogger(__name__)
+
+#: The sweep's points, one row per run, among the parent's artifacts.
+POINTS_TABLE = "sweep/points.json"
+#: The grid coordinates a points table shows, then its final metrics (MLflow's names).
+POINT_PARAMS = ("model", "split", "n", "B_p", "M", "seed")
 
 
-def sweep_parent(experiment: str, name: str, uri: str | None = None, **tags: str) -> str:
+def sweep_parent(
+    experiment: str,
+    name: str,
+    uri: str | None = None,
+    start_time: int | None = None,
+    **tags: str,
+) -> str:
     """The id of sweep `name`'s parent run in `experiment`, created when missing (runs of a
-    sweep, imported or trained, are its children; its analysis is logged on it)."""
+    sweep, imported or trained, are its children; its analysis is logged on it). A parent
+    made by an import starts when its first run did (`start_time`, ms)."""
     uri = resolve_uri(uri)
     c = client(uri)
     exp_id = experiment_id(experiment, uri)
     # runners started together would each find no parent and make one: the lock (nothing
     # for a server) makes the look-up and the creation one step
     with store_lock(sqlite_path(uri)), interrupts_deferred():
-        return _find_or_create_parent(c, exp_id, name, tags)
+        return _find_or_create_parent(c, exp_id, name, tags, start_time)
 
 
-def _find_or_create_parent(c: MlflowClient, exp_id: str, name: str, tags: dict) -> str:
+def _find_or_create_parent(
+    c: MlflowClient, exp_id: str, name: str, tags: dict, start_time: int | None
+) -> str:
     found = c.search_runs(
         [exp_id],
         filter_string=f"tags.`{KIND_TAG}` = '{SWEEP_KIND}' and tags.`{SWEEP_TAG}` = "
@@ -39,10 +65,112 @@ def _find_or_create_parent(c: MlflowClient, exp_id: str, name: str, tags: dict) 
     )
     if found:
         return found[0].info.run_id
-    run_tags = {KIND_TAG: SWEEP_KIND, SWEEP_TAG: name, **source_tags(), **tags}
-    run = c.create_run(exp_id, run_name=f"{name.rsplit('/', 1)[-1]} (sweep)", tags=run_tags)
+    run_tags = {
+        KIND_TAG: SWEEP_KIND,
+        SWEEP_TAG: name,
+        **source_tags(),
+        NOTE_TAG: f"Sweep `{name}`: its runs are this run's children.",
+        **tags,
+    }
+    run = c.create_run(
+        exp_id,
+        run_name=f"{name.rsplit('/', 1)[-1]} (sweep)",
+        tags=run_tags,
+        start_time=start_time,
+    )
     c.set_terminated(run.info.run_id, status=FINISHED)
     return run.info.run_id
+
+
+def finish_parent(experiment: str, parent: str, uri: str | None = None) -> None:
+    """Bring sweep `parent` up to date with its children: its end time (the last child's
+    end), its points table, its description and the experiment's (see the module docstring).
+    Best effort: a store that refuses a write leaves a warning, not a failed sweep."""
+    uri = resolve_uri(uri)
+    c = client(uri)
+    try:
+        with interrupts_deferred():
+            _finish(c, experiment_id(experiment, uri), experiment, parent)
+    except (MlflowException, OSError) as exc:
+        log.warning("could not describe sweep %s on run %s: %s", experiment, parent, exc)
+
+
+def _finish(c: MlflowClient, exp_id: str, name: str, parent: str) -> None:
+    children = _children(c, exp_id, parent)
+    if not children:
+        return
+    ends = [r.info.end_time for r in children if r.info.end_time]
+    run = c.get_run(parent)
+    if ends and max(ends) > (run.info.end_time or 0):
+        c.set_terminated(parent, status=FINISHED, end_time=max(ends))
+    points = [
+        {"id": r.info.run_id, "name": r.info.run_name, "params": r.data.params,
+         "metrics": r.data.metrics}
+        for r in children
+    ]  # fmt: skip
+    _log_points(c, exp_id, parent, points)
+    key = ensure_view(c, exp_id)
+    links = {
+        "table_link": runs_url("", exp_id, key),
+        "charts_link": runs_url("", exp_id, key, charts=True),
+    }
+    table = f"Its points, best first: `{POINTS_TABLE}` (Artifacts)."
+    c.set_tag(parent, NOTE_TAG, f"{sweep_note(name, points, **links)}\n\n{table}")
+    _describe_experiment(
+        c, exp_id, sweep_note(name, points, **links, parent_link=run_url("", exp_id, parent))
+    )
+
+
+def _children(c: MlflowClient, exp_id: str, parent: str) -> list:
+    """The parent's training runs (leases, analysis runs left out), page by page."""
+    runs, token = [], None
+    filt = f"tags.`{PARENT_TAG}` = '{parent}' and {POINTS_FILTER}"
+    while True:
+        page = c.search_runs([exp_id], filt, max_results=1000, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def _log_points(c: MlflowClient, exp_id: str, parent: str, points: list[dict]) -> None:
+    """The points table on the parent (`log_table`, which appends to a table already there:
+    only the runs it lacks are added)."""
+    df = _points_frame(points)
+    if any(a.path == POINTS_TABLE for a in c.list_artifacts(parent, POINTS_TABLE.split("/")[0])):
+        there = c.load_table(exp_id, POINTS_TABLE, run_ids=[parent])
+        df = df[~df["run_id"].isin(set(there.get("run_id", [])))]
+    if len(df):
+        c.log_table(parent, df, POINTS_TABLE)
+
+
+def _points_frame(points: list[dict]):
+    """The points table: grid coordinates, then final avg@k, ρ, FLOPs and rollouts; best
+    first. A pandas frame: what MLflow's `log_table` takes."""
+    import pandas as pd
+
+    rows = []
+    for pt in points:
+        avg = avg_key(pt["metrics"])
+        row = {"run": pt["name"], "run_id": pt["id"]}
+        row.update({p: pt["params"].get(p) for p in POINT_PARAMS})
+        row[avg or "avg"] = pt["metrics"].get(avg) if avg else None
+        row.update({k: pt["metrics"].get(k) for k in (RHO, FLOPS_TOTAL, ROLLOUTS)})
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    # text as object columns: MLflow's `log_table` looks for images among those, and pandas
+    # 3 warns when its `str` columns are picked up that way
+    df = df.astype({c: object for c in df.columns if pd.api.types.is_string_dtype(df[c])})
+    score = next((c for c in df.columns if c.startswith("eval/")), None)
+    return df.sort_values(score, ascending=False, na_position="last") if score else df
+
+
+def _describe_experiment(c: MlflowClient, exp_id: str, note: str) -> None:
+    """The experiment's description (shown above its runs table), unless a person wrote
+    another (one that does not open as isolab's do)."""
+    current = c.get_experiment(exp_id).tags.get(NOTE_TAG)
+    if current is None or current.startswith(SWEEP_NOTE_START):
+        c.set_experiment_tag(exp_id, NOTE_TAG, note)
 
 
 def _quoted(text: str) -> str:
