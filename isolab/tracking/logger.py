@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from typing import Any
 
@@ -172,6 +173,13 @@ class RunLogger:
         and ρ) and its figure (`run_figure`), from what the store holds, and its experiment's
         view (`views.ensure_view`). Best effort: a run whose figure cannot be drawn is still a
         finished run."""
+        if _FORKED_AFTER_POLARS:
+            log.info(
+                "run %s: no description or figure: this process was forked after polars "
+                "started its thread pool, where polars hangs (start workers with spawn)",
+                self.run_id,
+            )
+            return
         try:
             history = stored_history(self.client, self.run_id)
             log_run_figure(self.client, self.run_id, history, self.run_name)
@@ -181,6 +189,20 @@ class RunLogger:
             ensure_view(self.client, self.experiment_id)  # the runs table's columns, charts
         except (mlflow.exceptions.MlflowException, OSError, ValueError) as exc:
             log.warning("could not describe run %s: %s", self.run_id, exc)
+
+
+#: True in a child forked from a process that had imported polars: polars' thread pool does not
+#: survive a fork, and its next query hangs (8 forked writers hung in
+#: tests/test_concurrent_store.py). isolab's own workers are spawned, never forked.
+_FORKED_AFTER_POLARS = False
+
+
+def _after_fork_in_child() -> None:
+    global _FORKED_AFTER_POLARS
+    _FORKED_AFTER_POLARS = "polars" in sys.modules
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _param_str(value: Any) -> str:
