@@ -100,7 +100,7 @@ def test_smoke_study_with_two_workers(isolab_cache, tracking_uri, plan):
 
 def assert_mlflow_native(uri: str, run_ids: dict[str, str]) -> None:
     """The sweep is a parent run with every point its child; the experiment opens on its runs
-    table; each run records its code's commit and its problem splits as dataset inputs."""
+    table; each run is named with its seed and records its code's commit and its problem splits as dataset inputs."""
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name("smoke")
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
@@ -109,6 +109,7 @@ def assert_mlflow_native(uri: str, run_ids: dict[str, str]) -> None:
     for run_id in run_ids.values():
         run = client.get_run(run_id)
         assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        assert run.info.run_name.endswith(f"·s{run.data.params['seed']}"), run.info.run_name
         assert len(run.data.tags["mlflow.source.git.commit"]) == 40
         inputs = {d.dataset.name: d for d in run.inputs.dataset_inputs}
         assert set(inputs) == {"arithmetic-easy-train", "arithmetic-easy-eval"}

@@ -40,7 +40,8 @@ from isolab.rl.rewards import get_rewards
 from isolab.rl.trainer import make_callback, make_trainer_class, timed_reward
 from isolab.tasks import Task, eval_set_problems
 from isolab.tasks.base import as_text
-from isolab.tracking import BASE_DIGEST_TAG, RunLogger
+from isolab.tracking import BASE_DIGEST_TAG, PARENT_ENV, RunLogger
+from isolab.tracking.describe import point_name
 from isolab.vocab import EVAL_SET_PREFIX
 
 log = logging.getLogger(__name__)
@@ -221,8 +222,11 @@ def train(
         max_prompt_tokens(task, train_problems, tok),
         getattr(model.config, "max_position_embeddings", None),
     )
+    # a sweep's point (a child of its parent run) is named with its seed: a point's runs differ
+    # only by it, and the UI shows names only (an import names them the same way)
+    name = point_name(cfg.run_name, cfg.seed) if os.environ.get(PARENT_ENV) else cfg.run_name
     logger = (
-        RunLogger(cfg.experiment, cfg.run_name, cfg.run_key, tracking_uri)
+        RunLogger(cfg.experiment, name, cfg.run_key, tracking_uri)
         if main
         else cast(RunLogger, _Silent())
     )
