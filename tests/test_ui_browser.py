@@ -1,16 +1,19 @@
 """The MLflow UI served by `isolab ui`, driven in headless Chromium as a user would browse it.
 
 Two real (tiny) training runs are exported as a snapshot and imported into a throwaway SQLite
-store, and an analysis with a figure is logged on the sweep's parent run. The test waits for
-`isolab ui` to say "ready" (the server must answer then) and walks, taking a screenshot at each
-stop (in `$ISOLAB_TEST_ARTIFACTS/ui-browser/`, else the test's tmp_path; the paths are printed):
+store; an analysis with a figure, and the sweep's report page (`isolab report --log`, run as a
+user runs it), are logged on the sweep's parent run. The test waits for `isolab ui` to say
+"ready" (the server must answer then) and walks, taking a screenshot at each stop (in
+`$ISOLAB_TEST_ARTIFACTS/ui-browser/`, else the test's tmp_path; the paths are printed):
 
 1. the landing page it prints: the experiments list in MLflow's model-training mode;
 2. the sweep's runs, flat, with n, B_p, M, seed, final avg@k, ρ, FLOPs and rollouts as
    columns (`isolab.tracking.views`), a child's FLOPs in its row;
 3. the chart view, its metrics charted against compute (x: `compute/rollouts`, `flops/total`);
 4. a run's FLOP-split figure, reached from the link in the run's description;
-5. the analysis figure on the sweep's parent run, reached from the experiment's description.
+5. the analysis figure on the sweep's parent run, reached from the experiment's description;
+6. the sweep's report, opened from the parent run's artifacts: MLflow's preview (an iframe)
+   shows the page's title and every figure it embeds.
 
 Setup installs Debian's `chromium` and `chromium-driver` (the driver matches the browser's
 version exactly) when they are missing, as `scripts/ci_services.sh` does; the test skips only
@@ -60,6 +63,9 @@ from isolab.tracking.snapshot import export_runs  # noqa: E402
 STUDY = "ui-browser"
 ANALYSIS = "frontier"  # the report's name: its artifacts go under analysis/frontier/
 METRIC = "flops/total"
+#: The report's reward column: the runs evaluate avg@1 and avg@2 only (not the default avg@4).
+REPORT_METRIC = "eval/avg@2"
+REPORT_FILE = f"{STUDY}.html"  # the name `isolab report` gives it by default
 FIGURE = "ui_browser_frontier.png"
 FIGURE_PX = (300, 200)  # 3 x 2 inches at 100 dpi
 RUN_FIGURE_PX = (630, 324)  # run_figure's 7 x 3.6 inches at 90 dpi
@@ -241,8 +247,26 @@ def _shots_dir(tmp_path: Path) -> Path:
     return out
 
 
+def _logged_report(cli, uri: str, out: Path) -> int:
+    """`isolab report STUDY --log`, as a user runs it after a sweep: the page is written to
+    `out` and logged on the sweep's parent run. Returns how many figures the page embeds."""
+    import re
+
+    started = time.monotonic()
+    res = cli(
+        "report", STUDY, "--metric", REPORT_METRIC, "--n-boot", "0",
+        "--out", str(out), "--log", "--tracking-uri", uri,
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert f"artifact report/{out.name}" in res.output, res.output
+    found = re.search(r"\((\d+) figures\)", res.output)
+    assert found and int(found.group(1)) > 0, res.output
+    print(f"isolab report --log: {time.monotonic() - started:.1f} s")
+    return int(found.group(1))
+
+
 def test_mlflow_ui_opens_on_a_sweeps_points_charts_against_compute_and_figures(
-    isolab_cache, tracking_uri, tmp_path, browser
+    isolab_cache, tracking_uri, tmp_path, browser, cli
 ):
     # The store and experiment exist before the UI starts, so the UI boots (slow on 2 cores)
     # while the tiny runs train.
@@ -252,6 +276,7 @@ def test_mlflow_ui_opens_on_a_sweeps_points_charts_against_compute_and_figures(
     with _isolab_ui(tracking_uri, tmp_path, log) as (base, wait_ready, stop):
         _imported_study(tmp_path, tracking_uri)
         print(f"runs trained and imported: {time.monotonic() - started:.1f} s")
+        figures = _logged_report(cli, tracking_uri, tmp_path / REPORT_FILE)
         client = MlflowClient(tracking_uri)
         (parent,) = client.search_runs([exp_id], filter_string=f"tags.`{KIND_TAG}` = 'sweep'")
         children = client.search_runs(
@@ -362,9 +387,40 @@ def test_mlflow_ui_opens_on_a_sweeps_points_charts_against_compute_and_figures(
             ).click()
         ui.wait_image(FIGURE_PX, f"the preview of {FIGURE}")
         ui.shot("5-parent-analysis")
+
+        # 6. The sweep's report, beside the analysis: MLflow previews the page in an iframe
+        #    (a sandboxed blob: URL), which must show its title and every figure it embeds.
+        for node in ("report", REPORT_FILE):
+            locator = (By.XPATH, f"//*[normalize-space(text())='{node}'][not(ancestor::a)]")
+            ui.wait(
+                EC.element_to_be_clickable(locator), f"{node} in the parent's artifacts"
+            ).click()
+        ui.wait(
+            EC.frame_to_be_available_and_switch_to_it(
+                (By.CSS_SELECTOR, "iframe.mlflow-html-iframe")
+            ),
+            f"the preview of {REPORT_FILE}",
+        )
+        ui.wait(
+            EC.text_to_be_present_in_element((By.TAG_NAME, "h1"), f"isolab report: {STUDY}"),
+            "the report's title in the preview",
+        )
+        ui.wait(
+            lambda d: d.execute_script(
+                "const imgs = [...document.images];"
+                " return imgs.length === arguments[0] && imgs.every(i => i.complete"
+                " && i.naturalWidth > 0 && i.src.startsWith('data:image/png;base64,'))",
+                figures,
+            ),
+            f"the report's {figures} embedded figures, loaded, in the preview",
+        )
+        # the screenshot shows the first figure under its section's heading
+        browser.execute_script("document.images[0].closest('section').scrollIntoView()")
+        browser.switch_to.default_content()
+        ui.shot("6-report")
         print("screenshots:", *ui.shots, sep="\n  ")
 
-        # 6. SIGTERM to `isolab ui` stops the whole server.
+        # 7. SIGTERM to `isolab ui` stops the whole server.
         stop()
 
 

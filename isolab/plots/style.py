@@ -60,11 +60,12 @@ def empty_panel(ax: Axes, message: str) -> Axes:
 def tidy(fig: Any) -> Any:
     """Readable log-10 axes on every panel of `fig`: major ticks at 1, 2, 5 × 10^k on a range
     of at most two decades, at 10^k alone on a longer one (where 1-2-5 labels ran into each
-    other: "5,00010,000"), labelled as plain numbers (1e+11 style above 10^5), no minor
+    other: "5,00010,000"), at 1…9 × 10^k under one decade, labelled as plain numbers (1e+11 style above 10^5), no minor
     labels."""
 
     def fmt(v: float, _pos: int) -> str:
-        return f"{v:.0e}" if v >= 1e5 else f"{v:,.0f}" if v >= 1 else f"{v:g}"
+        whole = v >= 1 and v == round(v)
+        return f"{v:.0e}" if v >= 1e5 else f"{v:,.0f}" if whole else f"{v:g}"
 
     for ax in fig.axes:
         for axis, scale, lim in (
@@ -75,7 +76,10 @@ def tidy(fig: Any) -> Any:
                 continue
             lo, hi = sorted(lim)
             decades = math.log10(hi / lo) if lo > 0 else math.inf
+            # under a decade (an n colour bar of 2…4) 1-2-5 leaves one tick and matplotlib
+            # falls back to linear ticks (2, 2.25, …): every integer multiple instead
             subs = (1.0, 2.0, 5.0) if decades <= 2 else (1.0,)
+            subs = tuple(float(k) for k in range(1, 10)) if decades < 1 else subs
             axis.set_major_locator(mticker.LogLocator(base=10, subs=subs))
             axis.set_major_formatter(mticker.FuncFormatter(fmt))
             axis.set_minor_formatter(mticker.NullFormatter())
