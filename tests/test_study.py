@@ -16,6 +16,7 @@ import pytest
 from isolab import study
 from isolab.study import summaries
 from isolab.sweep import SweepSpec, plan_sweep
+from isolab.verdicts import claims
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -95,9 +96,11 @@ def committed(tmp_path, monkeypatch, tracking_uri):
     """A copy of the committed cpu-scale snapshots, as a reader with only the repo has them."""
     root = tmp_path / "runs"
     for s in study.STUDIES.values():
-        for sweep in s.sweeps:
+        for sweep in (*s.sweeps, *s.sensitivity):
             src = REPO / "runs" / s.data_study / "cpu" / sweep
             if not (src / "runs.parquet").exists():
+                if sweep in s.sensitivity:
+                    continue  # read where committed
                 pytest.fail(f"no committed snapshot {src}: run `isolab study run {s.name}`")
             dst = root / s.data_study / "cpu" / sweep
             if not dst.exists():
@@ -122,7 +125,10 @@ def test_every_study_replots_from_its_committed_snapshot(committed, capsys):
         assert sorted(p.stem for p in (out / "figures").glob("*.png")) == sorted(report.figures)
         assert report.summary and report.versus_paper
         assert report.versus_paper == [v.sentence() for v in report.verdicts]
-        _same_verdicts(s.name, json.loads((out / "findings.json").read_text())["verdicts"])
+        findings = json.loads((out / "findings.json").read_text())
+        _same_verdicts(s.name, findings["verdicts"])
+        for sweep, arm in findings.get("sensitivity", {}).items():  # lr-half: its own calls
+            _same_verdicts(s.name, arm["verdicts"], ("sensitivity", sweep))
         for sweep in s.sweeps:  # the analysis on the parent run of every sweep it reads
             client = MlflowClient()
             exp = client.get_experiment_by_name(f"{s.data_study}/cpu/{sweep}")
@@ -142,7 +148,7 @@ def test_every_study_replots_from_its_committed_snapshot(committed, capsys):
         print("\nre-plot from runs/: " + ", ".join(f"{k} {v:.1f} s" for k, v in times.items()))
 
 
-def _same_verdicts(name: str, saved: list[dict]) -> None:
+def _same_verdicts(name: str, saved: list[dict], where: tuple[str, ...] = ()) -> None:
     """Machine-readable verdicts, and the same ones as the committed findings: the code that
     derives them may be reorganised, never the verdicts it reaches from the same snapshots
     (numbers to float tolerance: BLAS kernels differ between CPUs in the last digits)."""
@@ -153,6 +159,8 @@ def _same_verdicts(name: str, saved: list[dict]) -> None:
         return [math.nan if v is None else float(v) for v in values]
 
     committed = json.loads((REPO / "runs" / name / "cpu" / "findings.json").read_text())
+    for key in where:
+        committed = committed[key]
     assert saved and len(saved) == len(committed["verdicts"]), name
     for new, old in zip(saved, committed["verdicts"], strict=True):
         assert {"claim", "split", "call", "statistic", "p_value", "interval",
@@ -309,3 +317,29 @@ def test_a_field_some_runs_predate_does_not_merge_their_configurations():
     snap = with_cell(load_runs(REPO / "runs" / "nstar" / "cpu" / "main"))
     per_cell = snap.group_by("split", "cell").agg(pl.col("run_key").n_unique())
     assert per_cell["run_key"].max() == 3  # each configuration's 3 seeds, none merged
+
+
+def test_a_sensitivity_arm_is_tested_on_its_own_and_kept_out_of_the_main_analysis():
+    """nstar's `lr-half` arm (lr_base/2) has its claims tested again on its runs alone; its runs
+    never enter the main analysis, whose verdicts (and Holm family) stay as they were."""
+    import dataclasses
+
+    s = dataclasses.replace(study.get("model-size"), sensitivity=("arm",))
+    data = study.collect(s, "cpu", progress=False)
+    arm = (
+        data["main"]
+        .filter(pl.col("seed") == 0)
+        .with_columns(pl.col("run_key") + "-arm", pl.col("lr_base") / 2)
+    )
+    alone = study.analyse(s, data, "cpu")
+    both = study.analyse(s, {**data, "arm": arm}, "cpu")
+    assert [v.to_dict() for v in both.verdicts] == [v.to_dict() for v in alone.verdicts]
+    assert both.tables["verdicts_holm"].equals(alone.tables["verdicts_holm"])
+    expected = [v.to_dict() for v in claims.evaluate("model-size", {"main": arm})]
+    found = both.findings["sensitivity"]["arm"]
+    assert found["verdicts"] == expected
+    assert found["runs"] == arm["run_key"].n_unique() and found["seeds"] == 1
+    assert found["changed"] == {"lr_base": [1.5e-4, 7.5e-5]}
+    assert "Sensitivity arm `arm`" in both.summary[-1] and "lr_base 7.5e-05" in both.summary[-1]
+    assert "## Sensitivity arm `arm`" in both.markdown()
+    assert "sensitivity_arm" in both.tables and "sensitivity" not in alone.findings

@@ -43,8 +43,9 @@ def collect(
     progress: bool = True,
     runs: str | None = None,
 ) -> dict[str, pl.DataFrame]:
-    """Each sweep's runs table: from its snapshot, or by running the sweep and snapshotting it.
-    With `runs`, your own sweep instead (an MLflow experiment or a snapshot folder), read as
+    """Each sweep's runs table: from its snapshot, or by running the sweep and snapshotting it;
+    and each sensitivity sweep's (`Study.sensitivity`) where its snapshot exists (it is not run
+    here: `isolab sweep run` its spec, then `isolab runs export`). With `runs`, your own sweep instead (an MLflow experiment or a snapshot folder), read as
     the study's first sweep (`main`): the notebooks' analyses then run on your setting.
 
     Args:
@@ -90,6 +91,11 @@ def collect(
         history = history.filter(pl.col("run_key").is_in(keys))
         export_runs(df, snap, experiment=spec.name, extra_meta={"run_keys": keys}, history=history)
         out[sweep] = df
+    for sweep in study.sensitivity:  # never run here: read where a snapshot is committed
+        found = find_snapshot(study, scale, sweep)
+        if is_snapshot(found):
+            out[sweep] = load_runs(found)
+            _check_snapshot(found, read_snapshot_meta(found), study, scale, sweep)
     return out
 
 
@@ -173,12 +179,18 @@ def _run_sweep(plan: SweepPlan, workers: int, tracking_uri: str | None, progress
 
 
 def analyse(study: Study | str, data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
-    """The study's analysis (`isolab.study.analyses.<study.analysis>`) over its runs tables."""
+    """The study's analysis (`isolab.study.analyses.<study.analysis>`) over its runs tables;
+    a sensitivity sweep's table among them (`Study.sensitivity`) has its claims tested again,
+    on its own (`analyses.add_sensitivity`)."""
     from isolab.study import analyses
 
     study = get(study) if isinstance(study, str) else study
     fn: Callable[..., Report] = getattr(analyses, study.analysis)
+    arms = {k: v for k, v in data.items() if k in study.sensitivity}
+    data = {k: v for k, v in data.items() if k not in arms}
     report = fn(data, scale=scale)
+    for sweep, df in arms.items():
+        analyses.add_sensitivity(report, study.name, sweep, df, data.get("main"))
     # results tie to their base weights: say so when these runs came from other ones
     notes = sorted({f"Base model — {s}." for df in data.values() for s in digest_mismatches(df)})
     report.summary[:0] = notes

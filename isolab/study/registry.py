@@ -27,6 +27,9 @@ class Study:
         source: the study whose sweeps are read (its own name unless it re-analyses another's
             runs, as `bestk-worstk` does with `nstar`).
         analysis: name of the function in `isolab.study.analyses` that turns the runs into a report.
+        sensitivity: sweeps of the same grid with one setting changed (nstar's `lr-half`:
+            lr_base/2), read from their snapshots where they exist: each is analysed on its
+            own, the study's claims tested again on it, and never mixed into the main analysis.
     """
 
     name: str
@@ -36,6 +39,7 @@ class Study:
     sweeps: tuple[str, ...]
     analysis: str
     source: str = ""
+    sensitivity: tuple[str, ...] = ()
 
     @property
     def data_study(self) -> str:
@@ -66,6 +70,7 @@ STUDIES: dict[str, Study] = {
             "Qwen2.5-7B.",
             ("main", "long"),
             "nstar",
+            sensitivity=("lr-half",),
         ),
         Study(
             "n-vs-bp",
@@ -79,6 +84,7 @@ STUDIES: dict[str, Study] = {
             ("main",),
             "n_vs_bp",
             source="nstar",
+            sensitivity=("lr-half",),
         ),
         Study(
             "bestk-worstk",
@@ -90,6 +96,7 @@ STUDIES: dict[str, Study] = {
             ("main", "long"),
             "bestk_worstk",
             source="nstar",
+            sensitivity=("lr-half",),
         ),
         Study(
             "reward-rho",

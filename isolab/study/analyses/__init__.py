@@ -17,9 +17,11 @@ from isolab.study.analyses.n_vs_bp import n_vs_bp
 from isolab.study.analyses.nstar import nstar
 from isolab.study.analyses.report import Report
 from isolab.study.analyses.reward_rho import reward_rho
+from isolab.study.analyses.sensitivity import add_sensitivity
 
 __all__ = [
     "Report",
+    "add_sensitivity",
     "bestk_worstk",
     "healthy_recipe",
     "model_size",

@@ -32,6 +32,8 @@ class Report:
         versus_paper: one sentence per claim of the papers, rendered from `verdicts`.
         verdicts: the claims tested (`isolab.verdicts.Verdict`): machine-readable, saved in
             findings.json under `verdicts`.
+        sensitivity: per sensitivity sweep (`Study.sensitivity`), the same claims tested on its
+            runs alone (`analyses.sensitivity`); outside the Holm family of `verdicts`.
     """
 
     study: str
@@ -42,6 +44,7 @@ class Report:
     summary: list[str] = field(default_factory=list)
     versus_paper: list[str] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
+    sensitivity: dict[str, list[Verdict]] = field(default_factory=dict)
 
     def add_verdicts(self, verdicts: list[Verdict]) -> None:
         """Record the claims' verdicts: in `verdicts`, in the findings, as sentences."""
@@ -73,6 +76,9 @@ class Report:
         elif self.versus_paper:
             out += ["", "## Against the papers", ""]
             out += [f"- {s}" for s in self.versus_paper]
+        for sweep, verdicts in self.sensitivity.items():
+            out += ["", f"## Sensitivity arm `{sweep}`", "", VERDICT_HEAD]
+            out += [_verdict_row(v) for v in verdicts]
         out += ["", "## Figures", ""]
         out += [f"![{n}](figures/{n}.png)" for n in self.figures]
         return "\n".join(out) + "\n"
