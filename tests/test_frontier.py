@@ -342,6 +342,10 @@ def test_recommend_inside_and_beyond_the_data(iso: pl.DataFrame) -> None:
     assert rec.n_star_ci[0] <= rec.n_star <= rec.n_star_ci[1]
     assert "use n ≈" in rec.summary and not rec.notes
     far = fr.recommend(iso, 1e10, n_star=res)
+    # the advice is checked on ≤ C/2 (`validate_recommend`) and goes no further than 2× the data
+    c_max = float(iso["compute/rollouts"].max())
+    assert far.validation[0].within and far.limit == 2 * c_max == far.advised_at
+    assert far.headline.startswith("no point recommendation at C = 1e+10")
     assert any("beyond the largest compute" in note for note in far.notes)
     with pytest.raises(ValueError, match="positive"):
         fr.recommend(iso, 0)

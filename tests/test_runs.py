@@ -232,6 +232,7 @@ def test_cli_frontier_on_a_snapshot_writes_its_own_folder_and_logs_when_asked(
     res = cli(*args)
     assert res.exit_code == 0, res.output
     assert "recommendation" in res.output and "metric_effect" in res.output
+    assert "validated by fitting on ≤ C/2" in res.output  # recommend checks itself
     out = Path("runs/frontier/synthetic-isocompute")  # its own folder, not the snapshot's
     figs = {p.name for p in (out / "figures").glob("*.png")}
     assert figs == {"frontier.png", "n_star.png", "metric_effect.png", "tradeoff.png"}

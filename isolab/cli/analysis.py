@@ -98,7 +98,9 @@ def frontier_cmd(
     budget: Annotated[
         float | None,
         typer.Option(
-            help="Budget (in units of --x) to recommend an allocation for; default: the largest in the data."
+            help="Budget (in units of --x) to recommend an allocation for; default: the largest in the data. "
+            "Beyond 2× the largest (beyond the data, if the advice fails its check on ≤ C/2) the "
+            "advice is refused and the allocation at that limit given instead."
         ),
     ] = None,
     batch: Annotated[
@@ -133,6 +135,12 @@ def frontier_cmd(
     runs/nstar/cpu/main/), prints the tables and a recommendation, and writes figures, CSV
     tables and findings to an output folder of its own (never into the snapshot). The same
     report as `isolab.study.analyses.frontier.frontier_report`.
+
+    The recommendation prints its own validation next to it (ScaleRL's protocol,
+    `isolab.frontier.validate`): the same advice made from the runs up to C/2 and C/4, C the
+    largest compute every run reaches, with its regret at C against the noise. It refuses a
+    point allocation beyond 2× the largest compute in the data, or beyond the data when the
+    C/2 check is not within noise.
     """
     from isolab.paths import name_path, runs_dir
     from isolab.study.analyses.frontier import frontier_report

@@ -15,7 +15,9 @@ are polars. One module per subject:
   average and the saturation's interval;
 - `effects`: n*(C) under avg@k, best@k and worst@k; `tradeoff`: n vs B_p at a fixed batch;
 - `rho`: ρ = C_learning / C_total per reward system at equal FLOPs and the RACE pilot
-  (Wilhelm & Kao, arXiv 2607.13389); `recommend`: the allocation at a budget;
+  (Wilhelm & Kao, arXiv 2607.13389); `recommend`: the allocation at a budget, checked by
+  `validate`: ScaleRL's held-out protocol (the advice made from the runs up to C/2 and C/4,
+  scored by its regret at C against the noise);
 - `status`: the `Status` every fit ends with; `blas`: one BLAS thread for the fits' small
   matrix products.
 
@@ -28,10 +30,11 @@ from isolab.frontier.envelope import frontier, record_points
 from isolab.frontier.fit import SigmoidFit, fit_sigmoid
 from isolab.frontier.law import sigmoid
 from isolab.frontier.nstar import NStarResult, optimal_n
-from isolab.frontier.recommend import Recommendation, recommend
+from isolab.frontier.recommend import Recommendation, recommend, validate_recommend
 from isolab.frontier.rho import RaceResult, RhoFrontier, isoflop_band, race, regime, rho_frontier
 from isolab.frontier.status import Status
 from isolab.frontier.tradeoff import TradeoffResult, tradeoff_fixed_batch
+from isolab.frontier.validate import Prediction, Validation, rho_allocation, validate
 from isolab.table import CONFIG_COLUMNS, SETTING_COLUMNS
 from isolab.vocab import DEFAULT_METRICS, DEFAULT_X, DEFAULT_Y
 
@@ -43,12 +46,14 @@ __all__ = [
     "SETTING_COLUMNS",
     "MetricEffect",
     "NStarResult",
+    "Prediction",
     "RaceResult",
     "Recommendation",
     "RhoFrontier",
     "SigmoidFit",
     "Status",
     "TradeoffResult",
+    "Validation",
     "fit_sigmoid",
     "frontier",
     "isoflop_band",
@@ -58,7 +63,10 @@ __all__ = [
     "record_points",
     "recommend",
     "regime",
+    "rho_allocation",
     "rho_frontier",
     "sigmoid",
     "tradeoff_fixed_batch",
+    "validate",
+    "validate_recommend",
 ]

@@ -1,8 +1,12 @@
 """What to use at a budget: the allocation the fitted laws recommend, hedged by what the runs can
-tell apart (their noise), how many seeds they have and where the grid of n ends."""
+tell apart (their noise), how many seeds they have and where the grid of n ends, and checked by
+ScaleRL's held-out protocol (`isolab.frontier.validate`): the same advice made from the runs up
+to C/2 (and C/4) is scored against the measured best at C, and no point allocation is given
+further beyond the data than that check reached."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -13,19 +17,33 @@ import polars as pl
 from isolab.frontier.blas import single_threaded
 from isolab.frontier.envelope import frontier
 from isolab.frontier.nstar import NStarResult, optimal_n
-from isolab.table import as_float, as_int, finite_rows, require, to_polars
-from isolab.vocab import DEFAULT_X, DEFAULT_Y, RUN_ID, RUN_KEY
+from isolab.frontier.validate import (
+    WITHIN_SE,
+    Noise,
+    Prediction,
+    Validation,
+    budget_noise,
+    compute,
+    runs_at_budget,
+    validate,
+    with_standard_errors,
+)
+from isolab.table import as_float, finite_rows, require, to_polars
+from isolab.vocab import DEFAULT_X, DEFAULT_Y
 
 #: GRPO's smallest group: its advantage is a reward minus the group's mean, which needs two
 #: rollouts per problem (`isolab.config.RunConfig` refuses n < 2 for that reason).
 GRPO_MIN_N = 2
-#: Two options are within noise when they differ by less than this many standard errors of
-#: their difference (≈ a two-sided 95% test).
-WITHIN_SE = 2.0
 #: The best observed point is a maximum over many noisy points (for a few hundred, the largest
 #: of N Gaussian draws sits ≈ √(2 ln N) ≈ 3 SD above their mean): a fit this many SD of one
 #: run's noise below it is read as that maximum, not as a pessimistic fit.
 MAX_OF_POINTS_SD = 3.0
+#: ScaleRL's protocol fits on the runs up to C/2 and predicts C (arXiv 2510.13786): a point
+#: allocation is given up to this multiple of the largest compute in the data, no further.
+MAX_EXTRAPOLATION = 2.0
+#: The extrapolations the advice is checked over: C/2 (ScaleRL's, the one that sets the limit
+#: above) and C/4 (a harder test, reported).
+CHECK_FACTORS = (MAX_EXTRAPOLATION, 4.0)
 
 
 @dataclass(frozen=True)
@@ -33,7 +51,8 @@ class Recommendation:
     """ "At this budget use n ≈ …, B_p ≈ …, M ≈ …", with the evidence and its uncertainty.
 
     Attributes:
-        budget: compute budget in units of `x` (rollouts by default).
+        budget: compute budget in units of `x` (rollouts by default); the allocation and its
+            numbers are for `advised_at`, which is the budget unless it was refused.
         n, B_p, M: the allocation (n and B_p from the grid that was run; M = budget / (B_p·n)).
         n_star, n_star_ci: the fitted n*(budget) and its bootstrap interval (at `ci_level`).
         expected: reward of the recommended n's fitted curve at the budget; NaN when that fit
@@ -43,7 +62,8 @@ class Recommendation:
             `seeds`, their SD (`seed_sd`) and the standard error of the mean (`se`).
         notes: caveats (extrapolation beyond the data, fits that were not identifiable).
         hedges: what the runs cannot tell: one seed, the n within noise of the best, an
-            optimum at the grid's edge, `expected_note`; sentences for a person, in that order.
+            optimum at the grid's edge, `expected_note`, the held-out checks (`Validation.text`);
+            sentences for a person, in that order.
         within_noise: the n whose best configuration is within noise of the best at the budget
             (the data's largest compute, beyond it); the best alone without a noise estimate.
         noise_sd, noise_source: SD of one run's reward at the budget and where it comes from:
@@ -56,7 +76,15 @@ class Recommendation:
         expected_note: why `expected` is missing, or why it lies below `frontier_reward`.
         ci_level: level of `n_star_ci`.
         n_star_from: ``fit`` (the sigmoid of log n*), ``envelope`` (the raw envelope of the
-            per-n fits, when that sigmoid could not be fitted) or "" (neither: n from the runs).
+            per-n fits, when that sigmoid could not be fitted), ``per-n fits`` (beyond the
+            data without an identifiable n*(C): the n whose fitted curve is highest at the
+            budget) or "" (none of these: n from the runs).
+        validation: the held-out checks of this advice (`validate_recommend`: fitted on the
+            runs up to C/2 and C/4, scored at C); empty when not checked.
+        limit: the largest budget given a point allocation: `MAX_EXTRAPOLATION` × the largest
+            compute in the data when the C/2 check is within noise, else that compute.
+        refusal: why there is no point allocation at `budget` ("" when there is); the
+            allocation is then the one at `limit`, the furthest the check reached.
     """
 
     budget: float
@@ -80,7 +108,15 @@ class Recommendation:
     extension: str = ""
     expected_note: str = ""
     ci_level: float = 0.95
-    n_star_from: Literal["fit", "envelope", ""] = "fit"
+    n_star_from: Literal["fit", "envelope", "per-n fits", ""] = "fit"
+    validation: tuple[Validation, ...] = ()
+    limit: float = float("inf")
+    refusal: str = ""
+
+    @property
+    def advised_at(self) -> float:
+        """The budget the allocation is for: `budget`, or `limit` when that was refused."""
+        return min(self.budget, self.limit) if self.refusal else self.budget
 
     @property
     def headline(self) -> str:
@@ -89,7 +125,9 @@ class Recommendation:
         parts = []
         if np.isfinite(self.n_star):
             ci = f", {self.ci_level:.0%} CI [{lo:.0f}, {hi:.0f}]" if np.isfinite(lo) else ""
-            what = "fitted n*" if self.n_star_from == "fit" else "n* of the envelope"
+            what = {"fit": "fitted n*", "envelope": "n* of the envelope"}.get(
+                self.n_star_from, "best n of the per-n fits at C"
+            )
             parts.append(f"{what} = {self.n_star:.0f}{ci}")
         if np.isfinite(self.expected):
             parts.append(f"expected {self.metric} ≈ {self.expected:.3f}")
@@ -97,109 +135,19 @@ class Recommendation:
             parts.append(f"best observed at ≤ C: {self.frontier_reward:.3f}")
         evidence = f" ({'; '.join(parts)})" if parts else ""
         edge = f" (the grid's {self.edge} n)" if self.edge else ""
-        return (
-            f"at C = {compute(self.budget)} use n ≈ {self.n}{edge}, B_p ≈ {self.B_p}, "
+        advice = (
+            f"at C = {compute(self.advised_at)} use n ≈ {self.n}{edge}, B_p ≈ {self.B_p}, "
             f"M ≈ {self.M}{evidence}"
         )
+        if self.refusal:
+            refused = f"no point recommendation at C = {compute(self.budget)}: {self.refusal}"
+            return f"{refused}; the furthest it vouches for: {advice}"
+        return advice
 
     @property
     def summary(self) -> str:
         """The headline and the hedges (`expected_note` among them), for a person."""
         return ". ".join([self.headline, *self.hedges])
-
-
-def compute(value: float) -> str:
-    """A compute for a sentence: 65,536 (plain below a million), 3.36e+07 above."""
-    return f"{value:,.0f}" if value < 1e6 else f"{value:.3g}"
-
-
-@dataclass(frozen=True)
-class Noise:
-    """The noise of one run's reward at a budget, and how it was had (`budget_noise`);
-    `draws` = P·K, the evaluation's samples, for binomial noise."""
-
-    sd: float
-    source: Literal["seeds", "evaluation", "none"]
-    seeds: int
-    text: str
-    draws: int = 0
-
-
-def runs_at_budget(df: pl.DataFrame, budget: float, x: str, y: str) -> pl.DataFrame:
-    """Per configuration (`n`, `B_p`, `M` present): the seed mean of `y` at the budget, each run
-    interpolated in log compute (a run that stops earlier counts at its last point), with
-    `C_max`, `seeds` and their SD `seed_sd` (null with one seed); best first."""
-    cfg = [c for c in ("n", "B_p", "M") if c in df.columns]
-    run = [c for c in (RUN_KEY, RUN_ID) if c in df.columns][:1] or [
-        *cfg,
-        *(["seed"] if "seed" in df.columns else []),
-    ]
-    rows = []
-    for _, g in df.filter(pl.col(x) > 0).sort(x).group_by(run, maintain_order=True):
-        C, R = g[x].to_numpy().astype(float), g[y].to_numpy().astype(float)
-        at = float(np.interp(math.log(min(budget, C[-1])), np.log(C), R))
-        rows.append({**{c: g[c][0] for c in cfg}, "C_max": C[-1], "_value": at})
-    if not rows:
-        return pl.DataFrame()
-    return (
-        pl.DataFrame(rows)
-        .group_by(cfg, maintain_order=True)
-        .agg(
-            pl.col("C_max").max(),
-            pl.col("_value").mean().alias(f"{y}_at_budget"),
-            pl.len().alias("seeds"),
-            pl.col("_value").std().alias("seed_sd"),
-        )
-        .sort(f"{y}_at_budget", descending=True, maintain_order=True)
-    )
-
-
-def budget_noise(df: pl.DataFrame, evidence: pl.DataFrame, y: str) -> Noise:
-    """SD of one run's `y` at the budget: the spread between seeds pooled over configurations
-    with two or more; else the binomial sampling noise of the evaluation,
-    √(R(1−R)/(P·K)) for P = eval_problems, K = eval_k_samples (exact for avg@k, a floor under
-    the spread between seeds that one seed cannot show); else none."""
-    seeds = as_int(evidence["seeds"].max()) if evidence.height else 0
-    multi = evidence.filter(pl.col("seeds") >= 2)
-    if multi.height:
-        dof = int((multi["seeds"] - 1).sum())
-        sd = math.sqrt(as_float(((multi["seeds"] - 1) * multi["seed_sd"] ** 2).sum()) / dof)
-        return Noise(
-            sd,
-            "seeds",
-            seeds,
-            f"seed spread, SD {sd:.3f} of one run ({multi.height} configurations with ≥ 2 seeds, "
-            f"{dof} df)",
-        )
-    cols = ("eval_problems", "eval_k_samples")
-    if all(c in df.columns and df[c].drop_nulls().len() for c in cols) and evidence.height:
-        P, K = (int(as_float(df[c].min())) for c in cols)
-        R = float(evidence[f"{y}_at_budget"][0])
-        sd = math.sqrt(max(R * (1 - R), 0.0) / (P * K))
-        return Noise(
-            sd,
-            "evaluation",
-            seeds,
-            f"evaluation binomial noise only, SD √(R(1−R)/(P·K)) = {sd:.3f} at R = {R:.3f} for "
-            f"P = {P} problems × K = {K} samples",
-            draws=P * K,
-        )
-    return Noise(
-        float("nan"),
-        "none",
-        seeds,
-        "no noise estimate: one seed and no eval_problems / eval_k_samples in the table",
-    )
-
-
-def with_standard_errors(evidence: pl.DataFrame, noise: Noise, y: str) -> pl.DataFrame:
-    """`se`: the standard error of each configuration's seed mean under `noise`."""
-    value = pl.col(f"{y}_at_budget")
-    if noise.source == "evaluation":  # binomial at each configuration's own reward
-        sd = ((value * (1 - value)).clip(lower_bound=0) / noise.draws).sqrt()
-    else:
-        sd = pl.lit(noise.sd)
-    return evidence.with_columns(se=sd / pl.col("seeds").cast(pl.Float64).sqrt())
 
 
 def within_noise(evidence: pl.DataFrame, y: str) -> pl.DataFrame:
@@ -286,24 +234,110 @@ def recommend(
     x: str = DEFAULT_X,
     y: str = DEFAULT_Y,
     n_star: NStarResult | None = None,
+    check: bool = True,
     **optimal_n_kwargs: Any,
 ) -> Recommendation:
     """The allocation to use at compute `budget`, from the fitted n*(C) and the runs themselves,
-    with what the runs cannot tell (`Recommendation.hedges`).
+    with what the runs cannot tell (`Recommendation.hedges`) and how well the same advice did
+    when it was made from less compute (`Recommendation.validation`).
 
     n: the grid value of n nearest (in log2) to the fitted n*(budget) (past the data, the
-    saturation n); within the data, if that n's runs at the budget are below the best beyond
-    noise, or without a fitted n*, the n of the best runs at the budget. B_p: among runs with
+    saturation n; past the data without an identifiable n*(C), whose path falls or could not
+    be fitted, the n whose own fitted curve is highest at the budget); within the data, if
+    that n's runs at the budget are below the best beyond noise, or without a fitted n*, the
+    n of the best runs at the budget. B_p: among runs with
     that n, the B_p with the best seed-averaged reward at the budget (interpolated in log C; a
     run that stops earlier counts at its last point). M = budget / (B_p·n).
 
     Hedges: one seed; the n within noise of the best (seed spread where configurations have ≥ 2
     seeds, else evaluation binomial noise from eval_problems × eval_k_samples, else none); an
     n at the grid's edge and the extension that would find an optimum beyond it. No expected
-    reward from a flat fit; an expected reward below the best observed says why.
+    reward from a flat fit; an expected reward below the best observed says why. Last, the
+    held-out checks, one sentence each.
+
+    Checked, not asserted (`check=True`): the same advice is made from the runs' evaluations up
+    to C/2 and up to C/4, C the largest compute every run reaches, and scored by its regret at C
+    against the noise of the difference (`validate_recommend`, `isolab.frontier.validate`).
+    The rule: a point allocation is given up to `MAX_EXTRAPOLATION` (2) × the largest compute
+    in the data when the C/2 check is within noise (the 2× extrapolation was shown to work),
+    and only up to the largest compute in the data when it is not (or could not be made).
+    Beyond that limit the advice is refused: `refusal` says why, and the allocation given is
+    the one at the limit, the furthest the check vouches for. `check=False` skips the check
+    and the limit (the check itself makes its advice so).
     """
     if not budget > 0:
         raise ValueError(f"budget = {budget}: give a positive compute budget in {x}.")
+    if not check:
+        return _advise(df, budget, x, y, n_star, optimal_n_kwargs)
+    df = to_polars(df)
+    require(df, x, y, "n", "B_p")
+    clean = finite_rows(df, x, y, context="recommend")
+    if clean.height == 0:
+        raise ValueError(f"no run has {x} > 0 and a finite {y}: nothing to recommend from.")
+    checks = validate_recommend(clean, x=x, y=y, **optimal_n_kwargs)
+    c_max = as_float(clean[x].max())
+    passed = checks[0].within
+    limit = MAX_EXTRAPOLATION * c_max if passed else c_max
+    refusal = ""
+    if budget > limit:
+        if passed:
+            refusal = (
+                f"that is {budget / c_max:.3g}× the largest compute in the data "
+                f"({compute(c_max)}), beyond the {MAX_EXTRAPOLATION:g}× over which this advice "
+                f"was checked (fit on ≤ C/{checks[0].factor:g}, scored at C)"
+            )
+        else:
+            why = checks[0].reason or f"the regret at C was {checks[0].verdict}"
+            refusal = (
+                f"it lies beyond the largest compute in the data ({compute(c_max)}) and the "
+                f"advice failed its own check from ≤ C/{checks[0].factor:g} ({why}), so it does "
+                "not extrapolate"
+            )
+    rec = _advise(clean, min(budget, limit), x, y, n_star, optimal_n_kwargs)
+    return dataclasses.replace(
+        rec,
+        budget=budget,
+        hedges=(*rec.hedges, *(c.text for c in checks)),
+        validation=checks,
+        limit=limit,
+        refusal=refusal,
+    )
+
+
+def validate_recommend(
+    df: Any,
+    *,
+    factors: tuple[float, ...] = CHECK_FACTORS,
+    x: str = DEFAULT_X,
+    y: str = DEFAULT_Y,
+    **optimal_n_kwargs: Any,
+) -> tuple[Validation, ...]:
+    """ScaleRL's held-out check of `recommend` on one setting's runs, per factor: the advice
+    made at C (the largest compute every run reaches) from the evaluations at ≤ C / factor,
+    n*(C) refitted on those alone (no bootstrap), scored by its regret at C against the noise
+    (`isolab.frontier.validate.validate`). The allocation is (n, B_p)."""
+    kwargs: dict[str, Any] = {**optimal_n_kwargs, "n_boot": 0}
+
+    def advice(seen: pl.DataFrame, C: float) -> Prediction:
+        res = optimal_n(seen, x=x, y=y, **kwargs)
+        rec = _advise(seen, C, x, y, res, {})
+        source = {"fit": "n*(C) fit", "envelope": "envelope", "per-n fits": "per-n fits"}
+        return Prediction(
+            {"n": rec.n, "B_p": rec.B_p}, rec.expected, source.get(rec.n_star_from, "runs")
+        )
+
+    return tuple(validate(df, advice, factor=f, x=x, y=y) for f in factors)
+
+
+def _advise(
+    df: Any,
+    budget: float,
+    x: str,
+    y: str,
+    n_star: NStarResult | None,
+    optimal_n_kwargs: dict[str, Any],
+) -> Recommendation:
+    """`recommend` without its check: the advice at `budget` from the runs as they are."""
     df = to_polars(df)
     require(df, x, y, "n", "B_p")
     res = n_star if n_star is not None else optimal_n(df, x=x, y=y, **optimal_n_kwargs)
@@ -327,8 +361,18 @@ def recommend(
     best_n = int(options["n"][0])
 
     nstar, nci = float("nan"), (float("nan"), float("nan"))
-    n_star_from: Literal["fit", "envelope", ""] = ""
-    if res.fit is not None and res.fit.identifiable:
+    n_star_from: Literal["fit", "envelope", "per-n fits", ""] = ""
+    rising = {k: f for k, f in res.fits.items() if f.identifiable and f.status != "flat"}
+    if budget > c_max and res.status == "not identifiable" and rising:
+        # no law of n*(C) to extrapolate (its path falls, or none was fitted): each n's own
+        # law, read at the budget, says which n will be ahead there
+        at = {k: float(f.predict(np.array([budget]))[0]) for k, f in rising.items()}
+        nstar, n_star_from = float(max(at, key=at.__getitem__)), "per-n fits"
+        notes.append(
+            f"n*(C) is not identifiable ({res.reason}): beyond the data, n is the one whose "
+            "fitted curve is highest at the budget"
+        )
+    elif res.fit is not None and res.fit.identifiable:
         n_star_from = "fit"
         nstar = float(res.n_star_at(np.array([budget]))[0])
         lo, hi = res.n_star_band(np.array([budget]))

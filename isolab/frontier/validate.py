@@ -1,0 +1,401 @@
+"""Checked, not asserted: ScaleRL's held-out protocol applied to the allocation a sweep advises.
+
+Khatri et al. (ScaleRL, arXiv 2510.13786) trust a fitted law only after fitting it on the runs
+up to half the compute and predicting the rest. For an allocation the question is which
+configuration wins. On a sweep whose runs all reach compute C (`common_compute`: every run
+evaluates at the same checkpoints, so C is the largest one they share), `validate`
+
+1. keeps each run's evaluations up to its checkpoint nearest C / factor in log compute
+   (`seen_rows`; factor 2, and 4 for a harder test): the checkpoint at C / factor itself when
+   the runs share checkpoints, within a step of it on an IsoFLOP grid whose runs end a few
+   percent apart in FLOPs;
+2. asks a predictor (`recommend`'s own advice, or `rho_allocation`) for the best allocation at
+   C from those alone;
+3. measures every configuration at C (`runs_at_budget`: seed means of the metric) and scores
+   the prediction by its regret, ``R̄(best at C) − R̄(predicted at C) ≥ 0``;
+4. compares the regret with the noise of that difference, ``√(se_best² + se_predicted²)``,
+   each ``se = SD / √seeds`` with SD one run's noise at C (`budget_noise`: the spread between
+   seeds, else the evaluation's binomial noise). The prediction is *within noise* when the
+   regret is at most `WITHIN_SE` of those standard errors: the test by which `recommend` names
+   the options within noise of the best, so a prediction within noise is one of them.
+
+The best at C is a maximum of noisy seed means, so even a perfect predictor has a regret above
+zero when configurations are close: that is what the noise yardstick allows for.
+
+The evidence at a compute and its noise (`runs_at_budget`, `budget_noise`,
+`with_standard_errors`) live here, below `isolab.frontier.recommend`, which reads them for its
+hedges and passes its advice to `validate` as the predictor.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import polars as pl
+
+from isolab.frontier.rho import rho_frontier
+from isolab.table import as_float, as_int, finite_rows, require, run_column, to_polars
+from isolab.vocab import DEFAULT_X, DEFAULT_Y, RUN_ID, RUN_KEY
+
+#: Two options are within noise when they differ by less than this many standard errors of
+#: their difference (≈ a two-sided 95% test).
+WITHIN_SE = 2.0
+#: The columns that name an allocation of the iso-compute grid (M follows from n, B_p and C).
+ALLOCATION = ("n", "B_p", "M")
+#: The columns that name an allocation of the ρ grid within one reward system: the search
+#: oversampling k and the updates per batch μ (Wilhelm & Kao, arXiv 2607.13389).
+RHO_ALLOCATION = ("search_oversample", "num_iterations")
+#: Short names of allocation columns in sentences and tables.
+SYMBOLS = {"search_oversample": "k", "num_iterations": "μ"}
+#: The check's verdicts: the regret within / beyond the noise of the difference; a regret with
+#: no noise to judge it by (one seed and no evaluation size); no check (see `reason`).
+Verdict = Literal["within noise", "beyond noise", "no noise estimate", "not checked"]
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The noise of one run's reward at a budget, and how it was had (`budget_noise`);
+    `draws` = P·K, the evaluation's samples, for binomial noise."""
+
+    sd: float
+    source: Literal["seeds", "evaluation", "none"]
+    seeds: int
+    text: str
+    draws: int = 0
+
+
+def runs_at_budget(
+    df: pl.DataFrame, budget: float, x: str, y: str, config: Sequence[str] = ALLOCATION
+) -> pl.DataFrame:
+    """Per configuration (the `config` columns present): the seed mean of `y` at the budget,
+    each run interpolated in log compute (a run that stops earlier counts at its last point),
+    with `C_max`, `seeds` and their SD `seed_sd` (null with one seed); best first."""
+    cfg = [c for c in config if c in df.columns]
+    run = [c for c in (RUN_KEY, RUN_ID) if c in df.columns][:1] or [
+        *cfg,
+        *(["seed"] if "seed" in df.columns else []),
+    ]
+    rows = []
+    for _, g in df.filter(pl.col(x) > 0).sort(x).group_by(run, maintain_order=True):
+        C, R = g[x].to_numpy().astype(float), g[y].to_numpy().astype(float)
+        at = float(np.interp(math.log(min(budget, C[-1])), np.log(C), R))
+        rows.append({**{c: g[c][0] for c in cfg}, "C_max": C[-1], "_value": at})
+    if not rows:
+        return pl.DataFrame()
+    return (
+        pl.DataFrame(rows)
+        .group_by(cfg, maintain_order=True)
+        .agg(
+            pl.col("C_max").max(),
+            pl.col("_value").mean().alias(f"{y}_at_budget"),
+            pl.len().alias("seeds"),
+            pl.col("_value").std().alias("seed_sd"),
+        )
+        .sort(f"{y}_at_budget", descending=True, maintain_order=True)
+    )
+
+
+def budget_noise(df: pl.DataFrame, evidence: pl.DataFrame, y: str) -> Noise:
+    """SD of one run's `y` at the budget: the spread between seeds pooled over configurations
+    with two or more; else the binomial sampling noise of the evaluation,
+    √(R(1−R)/(P·K)) for P = eval_problems, K = eval_k_samples (exact for avg@k, a floor under
+    the spread between seeds that one seed cannot show); else none."""
+    seeds = as_int(evidence["seeds"].max()) if evidence.height else 0
+    multi = evidence.filter(pl.col("seeds") >= 2)
+    if multi.height:
+        dof = int((multi["seeds"] - 1).sum())
+        sd = math.sqrt(as_float(((multi["seeds"] - 1) * multi["seed_sd"] ** 2).sum()) / dof)
+        return Noise(
+            sd,
+            "seeds",
+            seeds,
+            f"seed spread, SD {sd:.3f} of one run ({multi.height} configurations with ≥ 2 seeds, "
+            f"{dof} df)",
+        )
+    cols = ("eval_problems", "eval_k_samples")
+    if all(c in df.columns and df[c].drop_nulls().len() for c in cols) and evidence.height:
+        P, K = (int(as_float(df[c].min())) for c in cols)
+        R = float(evidence[f"{y}_at_budget"][0])
+        sd = math.sqrt(max(R * (1 - R), 0.0) / (P * K))
+        return Noise(
+            sd,
+            "evaluation",
+            seeds,
+            f"evaluation binomial noise only, SD √(R(1−R)/(P·K)) = {sd:.3f} at R = {R:.3f} for "
+            f"P = {P} problems × K = {K} samples",
+            draws=P * K,
+        )
+    return Noise(
+        float("nan"),
+        "none",
+        seeds,
+        "no noise estimate: one seed and no eval_problems / eval_k_samples in the table",
+    )
+
+
+def with_standard_errors(evidence: pl.DataFrame, noise: Noise, y: str) -> pl.DataFrame:
+    """`se`: the standard error of each configuration's seed mean under `noise`."""
+    value = pl.col(f"{y}_at_budget")
+    if noise.source == "evaluation":  # binomial at each configuration's own reward
+        sd = ((value * (1 - value)).clip(lower_bound=0) / noise.draws).sqrt()
+    else:
+        sd = pl.lit(noise.sd)
+    return evidence.with_columns(se=sd / pl.col("seeds").cast(pl.Float64).sqrt())
+
+
+def compute(value: float) -> str:
+    """A compute for a sentence: 65,536 (plain below a million), 3.36e+07 above."""
+    return f"{value:,.0f}" if value < 1e6 else f"{value:.3g}"
+
+
+def common_compute(df: pl.DataFrame, x: str) -> float:
+    """The largest compute every run reaches: the smallest of the runs' last `x`. A sweep's
+    runs evaluate at the same checkpoints, so this is the last checkpoint they share."""
+    return as_float(df.group_by(run_column(df)).agg(pl.col(x).max())[x].min())
+
+
+def seen_rows(df: pl.DataFrame, x: str, C: float, factor: float) -> pl.DataFrame:
+    """Each run's rows up to its evaluation nearest C / factor in log `x` (the untrained point
+    included): what a sweep stopped at C / factor would have seen."""
+    key = run_column(df)
+    trained = df.filter(pl.col(x) > 0)
+    gap = (pl.col(x).log() - math.log(C / factor)).abs()
+    last = trained.group_by(key).agg(pl.col(x).sort_by(gap).first().alias("_last"))
+    return df.join(last, on=key).filter(pl.col(x) <= pl.col("_last")).drop("_last")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """An allocation predicted for compute C from runs seen up to C / factor.
+
+    Attributes:
+        allocation: the configuration, column → value (e.g. ``{"n": 4, "B_p": 16}``); it must
+            name one configuration of the grid.
+        expected: the law's reward for it at C (NaN when the predictor has no law in C).
+        source: where it comes from, for a person (``n*(C) fit``, ``runs``, ``ρ fit`` …).
+    """
+
+    allocation: Mapping[str, Any]
+    expected: float = float("nan")
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Validation:
+    """The held-out check of one predictor at one extrapolation factor (`validate`).
+
+    Attributes:
+        metric, x: the reward and compute columns.
+        factor: C over the compute the predictor saw (2: ScaleRL's C/2; 4: C/4).
+        C: the compute checked at, the largest every run reaches (`common_compute`).
+        seen_max: the largest compute the predictor saw: C / factor when the runs share
+            checkpoints, within a step of it otherwise (`seen_rows`).
+        predicted, best: the predicted allocation and the measured best at C, over the columns
+            of the prediction that vary in the grid.
+        predicted_reward, best_reward: their seed means of `metric` at C.
+        regret: ``best_reward − predicted_reward`` (0 when the prediction is the best).
+        se: standard error of that difference, ``√(se_best² + se_predicted²)``.
+        noise: one run's noise at C and where it comes from (`budget_noise`).
+        verdict: ``within noise`` (regret ≤ `WITHIN_SE`·se), ``beyond noise``, ``no noise
+            estimate`` or ``not checked`` (see `reason`).
+        expected: the predictor's law for the predicted allocation at C (NaN: none).
+        source: the predictor's `Prediction.source`.
+        configs: configurations measured at C.
+        reason: why the check could not be made ("" when it was).
+    """
+
+    metric: str
+    x: str
+    factor: float
+    C: float
+    predicted: Mapping[str, Any] = field(default_factory=dict)
+    best: Mapping[str, Any] = field(default_factory=dict)
+    predicted_reward: float = float("nan")
+    best_reward: float = float("nan")
+    regret: float = float("nan")
+    se: float = float("nan")
+    noise: Noise | None = None
+    verdict: Verdict = "not checked"
+    seen_max: float = float("nan")
+    expected: float = float("nan")
+    source: str = ""
+    configs: int = 0
+    reason: str = ""
+
+    @property
+    def within(self) -> bool:
+        """Whether the prediction is within noise of the measured best at C."""
+        return self.verdict == "within noise"
+
+    @property
+    def text(self) -> str:
+        """One sentence: what was predicted from ≤ C/factor, what won at C, the regret, its
+        noise (the standard error of the difference) and the verdict."""
+        fit = f"by fitting on ≤ C/{self.factor:g} (C = {compute(self.C)})"
+        if self.verdict == "not checked":
+            return f"not validated {fit}: {self.reason}"
+        verdict = {
+            "within noise": f"within noise (regret ≤ {WITHIN_SE:g} × noise)",
+            "beyond noise": f"beyond noise (regret > {WITHIN_SE:g} × noise)",
+        }.get(self.verdict, self.verdict)
+        return (
+            f"{'' if self.within else 'not '}validated {fit}: predicted "
+            f"{_allocation(self.predicted)}, measured best {_allocation(self.best)}, regret "
+            f"{self.regret:.3f} (noise {self.se:.3f}): {verdict}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Flat record (one row of a table)."""
+        return {
+            "factor": self.factor,
+            "C": self.C,
+            "seen_max": self.seen_max,
+            "predicted": _allocation(self.predicted),
+            "best": _allocation(self.best),
+            "predicted_reward": self.predicted_reward,
+            "best_reward": self.best_reward,
+            "regret": self.regret,
+            "se": self.se,
+            "noise_sd": self.noise.sd if self.noise else float("nan"),
+            "noise_source": self.noise.source if self.noise else "none",
+            "verdict": self.verdict,
+            "expected": self.expected,
+            "source": self.source,
+            "configs": self.configs,
+            "reason": self.reason,
+        }
+
+
+def _allocation(allocation: Mapping[str, Any]) -> str:
+    return ", ".join(f"{SYMBOLS.get(k, k)} = {v}" for k, v in allocation.items()) or "–"
+
+
+def validate(
+    df: Any,
+    predict: Callable[[pl.DataFrame, float], Prediction],
+    *,
+    factor: float = 2.0,
+    x: str = DEFAULT_X,
+    y: str = DEFAULT_Y,
+    config: Sequence[str] = ALLOCATION,
+) -> Validation:
+    """ScaleRL's held-out check of `predict`: the allocation it predicts for C from the runs'
+    evaluations at compute ≤ C / `factor`, against the measured best at C (module docstring).
+
+    Args:
+        df: runs of one setting (one row per run × evaluation).
+        predict: ``predict(seen, C)`` → `Prediction`, called with each run's rows up to its
+            checkpoint nearest C / factor (`seen_rows`); a ValueError it raises is reported
+            as the check's `reason`.
+        factor: how far the prediction extrapolates (> 1; ScaleRL's protocol: 2).
+        x, y: the compute and reward columns.
+        config: the columns that identify a configuration (its seeds averaged together).
+    """
+    if not factor > 1:
+        raise ValueError(
+            f"factor = {factor}: the check predicts C from the runs up to C / factor, so factor "
+            "must be above 1 (ScaleRL's protocol: 2)."
+        )
+    df = to_polars(df)
+    require(df, x, y)
+    df = finite_rows(df, x, y, context="validate")
+    cfg = [c for c in config if c in df.columns]
+    if df.height == 0:
+        raise ValueError(f"no run has a finite {x} and {y}: nothing to validate.")
+    C = common_compute(df, x)
+    evidence = runs_at_budget(df, C, x, y, cfg)
+    noise = budget_noise(df, evidence, y)
+    evidence = with_standard_errors(evidence, noise, y)
+    base = Validation(y, x, factor, C, noise=noise, configs=evidence.height)
+    seen = seen_rows(df, x, C, factor) if C > 0 else df.clear()
+    seen_max = as_float(seen[x].max()) if seen.height else float("nan")
+    if not seen_max < C:
+        return _unchecked(
+            base, f"no evaluation nearer C/{factor:g} = {C / factor:.3g} than C in {x}"
+        )
+    try:
+        pred = predict(seen, C)
+    except ValueError as exc:  # the predictor's own refusal, e.g. too few points to fit
+        return _unchecked(base, f"no prediction from ≤ C/{factor:g}: {exc}")
+    unknown = [k for k in pred.allocation if k not in cfg]
+    if unknown:
+        raise ValueError(
+            f"the predicted allocation names {unknown}, which are not configuration columns "
+            f"{cfg}: pass config= naming them."
+        )
+    value = f"{y}_at_budget"
+    match = pl.lit(True)
+    for k, v in pred.allocation.items():
+        match = match & (pl.col(k) == v)
+    mine = evidence.filter(match)
+    if mine.height != 1:
+        what = "has no runs" if mine.height == 0 else f"matches {mine.height} configurations"
+        return _unchecked(base, f"the predicted {_allocation(pred.allocation)} {what} at C")
+    best, me = evidence.row(0, named=True), mine.row(0, named=True)
+    keys = [k for k in pred.allocation if evidence[k].n_unique() > 1] or list(pred.allocation)
+    regret = max(float(best[value]) - float(me[value]), 0.0)
+    se = math.sqrt(float(best["se"]) ** 2 + float(me["se"]) ** 2)
+    same = all(best[c] == me[c] for c in cfg)
+    verdict: Verdict = (
+        "within noise"
+        if same or regret <= WITHIN_SE * se
+        else "no noise estimate"
+        if not math.isfinite(se)
+        else "beyond noise"
+    )
+    return Validation(
+        y, x, factor, C, {k: me[k] for k in keys}, {k: best[k] for k in keys},
+        float(me[value]), float(best[value]), regret, se, noise, verdict, seen_max,
+        pred.expected, pred.source, evidence.height,
+    )  # fmt: skip
+
+
+def _unchecked(base: Validation, reason: str) -> Validation:
+    return Validation(
+        base.metric, base.x, base.factor, base.C, noise=base.noise, configs=base.configs,
+        reason=reason,
+    )  # fmt: skip
+
+
+def rho_allocation(
+    seen: pl.DataFrame, C: float, *, y: str = DEFAULT_Y, config: Sequence[str] = RHO_ALLOCATION
+) -> Prediction:
+    """The ρ grid's allocation at a FLOP budget from the runs seen so far, for `validate` with
+    ``x = flops/total`` on one reward system: the configuration whose ρ is nearest the ρ* of
+    the ρ frontier at the seen runs' own budget (`rho_frontier`: the vertex of a concave
+    quadratic in ρ; without one, the ρ of the quadratic's best configuration; without a
+    quadratic, of the best run).
+
+    There is no law of ρ* in compute to extrapolate: the prediction is that ρ* holds from
+    C / factor to C, the premise of the RACE pilot (Wilhelm & Kao, arXiv 2607.13389)."""
+    if "reward" in seen.columns and seen["reward"].n_unique() > 1:
+        raise ValueError(
+            "the runs mix reward systems, each with its own ρ*: validate one at a time, e.g. "
+            "df.filter(pl.col('reward') == 'sparse')"
+        )
+    fit = rho_frontier(seen, y=y, n_boot=0)
+    row = fit.fits.row(0, named=True)
+    key = run_column(seen)
+    cfg = [c for c in config if c in seen.columns]
+    per_cfg = (
+        fit.points.join(seen.select(key, *cfg).unique(), on=key)
+        .group_by(cfg)
+        .agg(pl.col("rho").mean())
+        .sort(cfg)
+    )
+    if per_cfg.height == 0:
+        raise ValueError(row["reason"] or "no run in the IsoFLOP band")
+    rho = per_cfg["rho"].to_numpy().astype(float)
+    if row["status"] == "ok":
+        target, source = float(row["rho_star"]), "ρ* of the quadratic"
+    elif math.isfinite(row["q2"]):
+        q = np.polyval([row["q2"], row["q1"], row["q0"]], rho)
+        target, source = float(rho[np.argmax(q)]), "best ρ of the quadratic"
+    else:
+        target, source = float(row["rho_best_observed"]), "best run"
+    pick = per_cfg.row(int(np.argmin(np.abs(rho - target))), named=True)
+    return Prediction({c: pick[c] for c in cfg}, source=f"{source} (ρ ≈ {pick['rho']:.2f})")
