@@ -173,9 +173,9 @@ def grid_edge(n: int, ns: list[int]) -> tuple[Literal["smallest", "largest", ""]
             return (
                 "smallest",
                 "",
-                f"n = {n} is the smallest n run (the grid's edge) and GRPO's minimum: add n = 1? "
-                f"n cannot go below {GRPO_MIN_N} in GRPO (its baseline is the mean of a group "
-                "of rollouts), so no run below this edge exists",
+                f"n = {n} is the smallest n run (the grid's edge) and GRPO's minimum: n cannot go "
+                f"below {GRPO_MIN_N} in GRPO (its baseline is the mean of a group of rollouts), "
+                "so the grid has no extension below this edge",
             )
         lower = max(n // 2, GRPO_MIN_N)
         return (
