@@ -3,9 +3,10 @@
     .venv/bin/python scripts/findings_table.py [--scale cpu]
 
 One row per claim: the notebook, the study and its runs, the claim, the call, the effect with
-its interval, the smallest effect the design detects (80% power), the unit they share, and the
+its interval, the smallest effect the design detects (80% power), the unit they share, the
 p-value after Holm's correction over every claim of every study (the family-wise view; a call
-stays per claim at α).
+stays per claim at α), and the call on the study's sensitivity arm where it has one (nstar's
+`lr-half`, lr_base/2, one seed: "—" where the arm cannot test the claim on its own).
 """
 
 from __future__ import annotations
@@ -37,14 +38,18 @@ def _runs(s: study.Study, scale: str) -> str:
 def rows(scale: str) -> list[str]:
     out = [
         "| notebook | study (runs) | claim tested | call | effect [96% CI] | detectable | unit "
-        "| p, Holm |",
-        "|---|---|---|---|---|---|---|---|",
+        "| p, Holm | at lr_base/2 |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    found = {}
+    found, arms = {}, {}
     for s in study.STUDIES.values():
         path = study.output_dir(s, scale) / "findings.json"
         if path.exists():
-            found[s.name] = json.loads(path.read_text())["verdicts"]
+            findings = json.loads(path.read_text())
+            found[s.name] = findings["verdicts"]
+            for arm in findings.get("sensitivity", {}).values():
+                for v in arm["verdicts"]:
+                    arms[(s.name, v["claim"], v["split"])] = v
     # Holm over every claim of every study: the family-wise view beside the per-claim calls.
     everything = [v for verdicts in found.values() for v in verdicts]
     p_values = [math.nan if v["p_value"] is None else v["p_value"] for v in everything]
@@ -68,9 +73,11 @@ def rows(scale: str) -> list[str]:
             detectable = f"{mde:.2g}" if mde is not None and math.isfinite(mde) else "—"
             p_holm = next(adjusted)
             p_text = f"{p_holm:.2g}" if math.isfinite(p_holm) else "—"
+            arm = arms.get((s.name, v["claim"], v["split"]))
+            arm_call = arm["call"] if arm and arm["p_value"] is not None else "—"
             out.append(
                 f"| {lead} | {v['text']}{split} | {call} | {effect} | {detectable} | {v['unit']} "
-                f"| {p_text} |"
+                f"| {p_text} | {arm_call} |"
             )
     return out
 
