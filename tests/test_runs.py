@@ -330,3 +330,36 @@ def test_per_problem_counts_reach_the_table_and_survive_a_snapshot(tmp_path: Pat
         [2, 0, 1, 5],
         [4, 3, 2, 7],
     ]
+
+
+def test_a_resumed_sweeps_parent_keeps_one_points_row_per_run(tmp_path, tracking_uri, caplog):
+    """A sweep resumed on an imported snapshot (nstar long's last runs) warned "could not
+    describe sweep": MLflow's `load_table` finds no table its `log_table` did not write. The
+    parent's points table is now replaced, every child once, best first."""
+    import logging
+
+    import pandas as pd
+
+    from isolab.tracking.parents import POINTS_TABLE, finish_parent
+
+    snap = tmp_path / "iso"
+    export_runs(make_isocompute_runs(seeds=1, max_runs=4, eval_points=4), snap)
+    name, created, _ = import_runs(snap, tracking_uri=tracking_uri)
+    client = MlflowClient(tracking_uri)
+    exp = client.get_experiment_by_name(name)
+    (parent,) = client.search_runs([exp.experiment_id], f"tags.`{KIND_TAG}` = 'sweep'")
+    with caplog.at_level(logging.WARNING):
+        for _ in range(2):  # the runner's finish after each resumed chunk
+            finish_parent(name, parent.info.run_id, tracking_uri)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+    local = client.download_artifacts(parent.info.run_id, POINTS_TABLE, str(tmp_path))
+    table = pd.read_json(local, orient="split")
+    assert sorted(table["run_id"]) == sorted(
+        r.info.run_id
+        for r in client.search_runs(
+            [exp.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'"
+        )
+    )
+    assert len(table) == created
+    score = next(c for c in table.columns if c.startswith("eval/"))
+    assert table[score].is_monotonic_decreasing

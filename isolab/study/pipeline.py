@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import posixpath
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -246,6 +244,7 @@ def log_analysis(
     both), the findings as files. Returns the parent's run id."""
     from isolab import tracking
     from isolab.logs import quiet_libraries
+    from isolab.tracking.tables import replace_table
 
     quiet_libraries()  # a notebook kernel never ran the CLI's: no artifact download bars
     uri = tracking.resolve_uri(tracking_uri)
@@ -254,38 +253,11 @@ def log_analysis(
     where = f"analysis/{report.study}"
     for name, fig in report.figures.items():
         client.log_figure(parent, fig, f"{where}/figures/{name}.png")
-    tables = [f"{where}/tables/{name}.json" for name in report.tables]
-    with tempfile.TemporaryDirectory() as tmp:
-        for path, table in zip(tables, report.tables.values(), strict=True):
-            _log_table(client, parent, _csv_safe(table), path, Path(tmp))
-    _mark_tables(client, parent, tables)
+    for name, table in report.tables.items():  # replaced: `log_table` would append
+        replace_table(client, parent, _csv_safe(table).to_pandas(), f"{where}/tables/{name}.json")
     for file in ("findings.json", "findings.md"):
         client.log_artifact(parent, str(out / file), artifact_path=where)
     return parent
-
-
-def _log_table(client: Any, run_id: str, table: pl.DataFrame, path: str, tmp: Path) -> None:
-    """One table as MLflow's `log_table` writes it (pandas' split JSON), replacing the file:
-    `log_table` appends to a table of that name, so every re-save duplicated its rows (and
-    downloaded the old file first, with a progress bar)."""
-    local = tmp / path
-    local.parent.mkdir(parents=True, exist_ok=True)
-    table.to_pandas().to_json(local, orient="split", index=False, date_format="iso")
-    client.log_artifact(run_id, str(local), artifact_path=posixpath.dirname(path))
-
-
-def _mark_tables(client: Any, run_id: str, paths: list[str]) -> None:
-    """List the tables in the run's `mlflow.loggedArtifacts` tag, as `log_table` does: the UI's
-    evaluation view finds them there."""
-    from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
-
-    tag = client.get_run(run_id).data.tags.get(MLFLOW_LOGGED_ARTIFACTS, "[]")
-    logged = json.loads(tag)
-    new = [
-        {"path": p, "type": "table"} for p in paths if {"path": p, "type": "table"} not in logged
-    ]
-    if new:
-        client.set_tag(run_id, MLFLOW_LOGGED_ARTIFACTS, json.dumps(logged + new))
 
 
 def _csv_safe(df: pl.DataFrame) -> pl.DataFrame:

@@ -23,6 +23,7 @@ from isolab.tracking.describe import NOTE_TAG, SWEEP_NOTE_START, avg_key, sweep_
 from isolab.tracking.interrupts import interrupts_deferred
 from isolab.tracking.locks import store_lock
 from isolab.tracking.store import client, experiment_id, resolve_uri, sqlite_path
+from isolab.tracking.tables import replace_table
 from isolab.tracking.tags import KIND_TAG, PARENT_TAG, SWEEP_KIND, SWEEP_TAG, source_tags
 from isolab.tracking.views import POINTS_FILTER, ensure_view, run_url, runs_url
 from isolab.vocab import FINISHED, FLOPS_TOTAL, RHO, ROLLOUTS
@@ -108,7 +109,7 @@ def _finish(c: MlflowClient, exp_id: str, name: str, parent: str) -> None:
          "metrics": r.data.metrics}
         for r in children
     ]  # fmt: skip
-    _log_points(c, exp_id, parent, points)
+    _log_points(c, parent, points)
     key = ensure_view(c, exp_id)
     links = {
         "table_link": runs_url("", exp_id, key),
@@ -133,15 +134,10 @@ def _children(c: MlflowClient, exp_id: str, parent: str) -> list:
             return runs
 
 
-def _log_points(c: MlflowClient, exp_id: str, parent: str, points: list[dict]) -> None:
-    """The points table on the parent (`log_table`, which appends to a table already there:
-    only the runs it lacks are added)."""
-    df = _points_frame(points)
-    if any(a.path == POINTS_TABLE for a in c.list_artifacts(parent, POINTS_TABLE.split("/")[0])):
-        there = c.load_table(exp_id, POINTS_TABLE, run_ids=[parent])
-        df = df[~df["run_id"].isin(set(there.get("run_id", [])))]
-    if len(df):
-        c.log_table(parent, df, POINTS_TABLE)
+def _log_points(c: MlflowClient, parent: str, points: list[dict]) -> None:
+    """The points table on the parent, every child in it, best first: replaced, not appended
+    (`tables.replace_table`), so a resumed or re-imported sweep keeps one row per run."""
+    replace_table(c, parent, _points_frame(points), POINTS_TABLE)
 
 
 def _points_frame(points: list[dict]):
