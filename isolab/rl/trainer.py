@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, cast
 import torch
 
 from isolab.compute.ledger import FlopLedger
-from isolab.compute.peak import device_peak
-from isolab.config import RunConfig
+from isolab.compute.peak import device_peak, raised_peak
+from isolab.config import RunConfig, reward_parts
 from isolab.rl import engines, ranks
 from isolab.rl.dynamic_sampling import select_groups, selection_metrics
 from isolab.rl.evaluate import Evaluator
@@ -248,7 +248,7 @@ def make_callback(
     total_steps = cfg.M * cfg.num_iterations
 
     main = ranks.is_main()  # of a run's processes, the first evaluates (and logs)
-    clock = _MfuClock()
+    clock = _MfuClock(charged_reward="proxy-prm" in reward_parts(cfg.reward))
 
     class IsolabCallback(TrainerCallback):
         def on_train_begin(self, args, state, control, model=None, **kw):
@@ -322,11 +322,14 @@ class _MfuClock:
     """Training wall time step by step (evaluation and logging left out) and the MFU it gives
     against the run's peak: every process's device peak summed (`isolab.compute.peak`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, charged_reward: bool = False) -> None:
         self.peak: float | None = None
         self.t = time.perf_counter()
         self.train_s = 0.0
         self.reward_s = 0.0
+        #: a reward whose FLOPs are charged but never run (proxy-prm): not part of any rate
+        self.charged_reward = charged_reward
+        self.ran_total = 0.0
 
     def start(self, logger: RunLogger) -> None:
         """Find the peak (a collective when the run has several processes) and tag the run."""
@@ -366,9 +369,20 @@ class _MfuClock:
         if not self.peak or step_s <= 0:
             return {}
         learning_s = step_s - search_s - reward_s
+        charged = metrics["flops_step/reward"] if self.charged_reward else 0.0
+        ran = metrics["flops_step/total"] - charged  # FLOPs that ran this step
+        self.ran_total += ran
+        # a measured rate is one the device reaches: it raises the peak (MFU ≤ 1)
+        self.peak = raised_peak(self.peak, ran, step_s, MFU_STEP)
+        if search_s > 0:
+            self.peak = raised_peak(self.peak, metrics["flops_step/search"], search_s, MFU_SEARCH)
+        if learning_s > 0:
+            self.peak = raised_peak(
+                self.peak, metrics["flops_step/learning"], learning_s, MFU_LEARNING
+            )
         out = {
-            MFU_STEP: metrics["flops_step/total"] / (step_s * self.peak),
-            MFU_RUN: metrics[FLOPS_TOTAL] / (self.train_s * self.peak),
+            MFU_STEP: ran / (step_s * self.peak),
+            MFU_RUN: self.ran_total / (self.train_s * self.peak),
         }
         if search_s > 0:
             out[MFU_SEARCH] = metrics["flops_step/search"] / (search_s * self.peak)
