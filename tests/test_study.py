@@ -343,3 +343,21 @@ def test_a_sensitivity_arm_is_tested_on_its_own_and_kept_out_of_the_main_analysi
     assert "Sensitivity arm `arm`" in both.summary[-1] and "lr_base 7.5e-05" in both.summary[-1]
     assert "## Sensitivity arm `arm`" in both.markdown()
     assert "sensitivity_arm" in both.tables and "sensitivity" not in alone.findings
+
+
+def test_points_another_runner_holds_are_named_as_such_not_as_failed(tracking_uri):
+    """`isolab study run` beside a running `isolab sweep run` on the same store: its points
+    are SKIPPED (held elsewhere). That said "12 run(s) failed"; it says who holds them."""
+    from isolab.study.pipeline import _run_sweep
+    from isolab.sweep import split_sizes
+    from isolab.tracking import leases
+
+    spec = SweepSpec.from_yaml(REPO / "studies" / "smoke.yaml")
+    plan = plan_sweep(spec, split_sizes(spec))
+    keys = [p.run_key for p in plan.points]
+    with leases.lease(spec.name, keys, tracking_uri) as held:  # the other runner
+        assert held
+        with pytest.raises(RuntimeError, match="being trained by another runner") as caught:
+            _run_sweep(plan, 1, tracking_uri, progress=False)
+    assert "failed" not in str(caught.value)
+    assert f"{len(keys)} point(s)" in str(caught.value)

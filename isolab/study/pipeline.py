@@ -27,6 +27,7 @@ from isolab.study.registry import (
 )
 from isolab.sweep import SweepPlan, plan_sweep, split_sizes
 from isolab.tracking.snapshot import digest_mismatches
+from isolab.vocab import FINISHED, SKIPPED
 
 logger = logging.getLogger(__name__)
 
@@ -166,7 +167,8 @@ def _run_sweep(plan: SweepPlan, workers: int, tracking_uri: str | None, progress
     finally:
         if bar is not None:
             bar.close()
-    failed = [o for o in outcomes if o.status != "FINISHED"]
+    # SKIPPED: another runner holds the point or finished it, which is no failure
+    failed = [o for o in outcomes if o.status not in (FINISHED, SKIPPED)]
     if interrupted or failed:
         what = "interrupted" if interrupted else f"{len(failed)} run(s) failed"
         errors = "; ".join(f"{o.run_name}: {o.error or o.status}" for o in failed[:5])
@@ -174,6 +176,14 @@ def _run_sweep(plan: SweepPlan, workers: int, tracking_uri: str | None, progress
             f"sweep {plan.spec.name} {what} ({errors}). Finished runs are kept in the store: "
             "call again to resume the remaining points."
         )
+    if any(o.status == SKIPPED for o in outcomes):
+        held, _ = sweep.pending(plan, tracking_uri)  # what another runner has not finished
+        if held:
+            raise RuntimeError(
+                f"sweep {plan.spec.name}: {len(held)} point(s) are being trained by another "
+                "runner on this store; call again when it finishes (its runs and this one's "
+                "are kept), and the analysis will read them all."
+            )
 
 
 def analyse(study: Study | str, data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
