@@ -1,7 +1,7 @@
 """Adaptive sweeps replayed on the committed nstar/cpu/main curves, and calibrated on planted
 worlds (issue 32, part 2: replay).
 
-    .venv/bin/python scripts/adaptive_replay.py [--worlds 300]
+    .venv/bin/python scripts/adaptive_replay.py [--worlds 300] [--tune]
 
 Per split (`isolab.sweep.adaptive.replay`): at each checkpoint C the full grid's best arm and
 adaptive's best surviving arm, whether the grid resolves n* there (every arm within
@@ -16,6 +16,10 @@ to beat the rest at the last checkpoint by one run's SD there; *own best*, the s
 at the last checkpoint as the truth, with its real lead (within noise, so a drop there costs
 little reward). Rates with their two-sided 95% Clopper–Pearson upper bounds.
 
+`--tune` then plays the default rule through Ray Tune (`isolab.sweep.adaptive_tune`: the
+`AdaptiveScheduler`, one trial per run replaying its saved curve) on a local Ray instance, and
+checks that it stops the same arms at the same checkpoints and spends the same compute.
+
 n-vs-bp/cpu reads the same runs (nstar/cpu/main, grouped by batch B = n·B_p): its replay is
 this one.
 """
@@ -23,6 +27,8 @@ this one.
 from __future__ import annotations
 
 import argparse
+import logging
+import tempfile
 from pathlib import Path
 
 import polars as pl
@@ -76,15 +82,50 @@ def calibration_table(df: pl.DataFrame, worlds: int) -> None:
                 )
 
 
+def tune_table(df: pl.DataFrame) -> None:
+    import ray
+
+    from isolab.sweep.adaptive_tune import tune_replay
+    from isolab.sweep.ray_backend import start_local_ray
+
+    # Tune warns at every resumed trial that its result.json is not yet in the storage folder
+    logging.getLogger("ray.tune.logger").setLevel(logging.ERROR)
+    rows = []  # printed after Tune's own output
+    start_local_ray(ray, num_cpus=2)
+    try:
+        for split in sorted(df["split"].unique()):
+            d = df.filter(pl.col("split") == split)
+            want = replay(d, StoppingRule()).arms.select("arm", "stopped_at", "spent").sort("arm")
+            with tempfile.TemporaryDirectory() as storage:
+                got = tune_replay(d, StoppingRule(), Path(storage))
+            mine = got.arms.select("arm", "stopped_at", "spent").sort("arm")
+            same = mine.drop("spent").equals(want.drop("spent"))
+            rows.append(
+                f"| {split} | {d['run_key'].n_unique()} | {'yes' if same else 'NO'} | "
+                f"{'yes' if mine.equals(want) else 'NO'} | {got.wall_s:.1f} s |"
+            )
+    finally:
+        ray.shutdown()
+    print("\n### through Ray Tune (AdaptiveScheduler, trials paused at each rung)\n")
+    print("| split | trials | same stops as replay | same compute | Tune wall time |")
+    print("|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--worlds", type=int, default=300, help="planted worlds per row")
+    parser.add_argument(
+        "--tune", action="store_true", help="also replay through Ray Tune's scheduler"
+    )
     args = parser.parse_args()
     if args.worlds < 1:
         parser.error(f"--worlds {args.worlds}: need at least 1 world (e.g. 300).")
     df = load_runs(RUNS / "nstar" / "cpu" / "main", statuses=["FINISHED"])
     replay_table(df)
     calibration_table(df, args.worlds)
+    if args.tune:
+        tune_table(df)
 
 
 if __name__ == "__main__":

@@ -191,13 +191,13 @@ class Replay:
         return bool(resolved["within_step"].all()) if resolved.height else True
 
 
-def _label(row: dict, cfg: Sequence[str]) -> str:
+def arm_label(row: dict, cfg: Sequence[str]) -> str:
     """An arm's name, "n=4,B_p=16" (M follows from n, B_p and the sweep's budget)."""
     return ",".join(f"{c}={row[c]}" for c in cfg if c != "M")
 
 
 def _arm_label(cfg: Sequence[str]) -> pl.Expr:
-    """`_label` as a column expression."""
+    """`arm_label` as a column expression."""
     return pl.concat_str(
         [pl.format("{}={}", pl.lit(c), pl.col(c)) for c in cfg if c != "M"], separator=","
     )
@@ -234,7 +234,7 @@ def replay(
             break
         decision = judge_rung(live, rule, rung=i, y=y, x=x, config=cfg)
         for row in decision.arms.filter("stop").iter_rows(named=True):
-            stopped[_label(row, cfg)] = (C, row["reason"])
+            stopped[arm_label(row, cfg)] = (C, row["reason"])
         path.append(_path_row(C, grid.arms, decision.arms, cfg))
     spent = trained.group_by(key, "arm", maintain_order=True).agg(pl.col(x).max().alias("_end"))
     stop_at = pl.DataFrame(
@@ -271,17 +271,17 @@ def _path_row(C: float, grid: pl.DataFrame, live: pl.DataFrame, cfg: Sequence[st
     g, a = grid.row(0, named=True), live.row(0, named=True)
     near = grid.filter(pl.col("gap") <= pl.col("threshold"))["n"].to_numpy().astype(float)
     resolved = bool(np.all(np.abs(np.log2(near / g["n"])) <= 1 + 1e-9))
-    labels = {_label(r, cfg) for r in live.iter_rows(named=True)}
+    labels = {arm_label(r, cfg) for r in live.iter_rows(named=True)}
     return {
         "C": C,
-        "grid_best": _label(g, cfg),
+        "grid_best": arm_label(g, cfg),
         "grid_n": g["n"],
-        "adaptive_best": _label(a, cfg),
+        "adaptive_best": arm_label(a, cfg),
         "adaptive_n": a["n"],
         "resolved": resolved,
         "within_step": abs(math.log2(a["n"] / g["n"])) <= 1 + 1e-9,
         "alive": live.height,
-        "best_alive": _label(g, cfg) in labels,
+        "best_alive": arm_label(g, cfg) in labels,
     }
 
 

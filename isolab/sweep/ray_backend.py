@@ -1,6 +1,6 @@
 """The Ray backend: each point is a Ray task with the spec's CPUs / GPUs, at most `workers` in
 flight; on a local Ray instance by default (listening on 127.0.0.1 only, and shut down with the
-sweep: `_start_local_ray`), or on a cluster (`address`) logging to a tracking server.
+sweep: `start_local_ray`), or on a cluster (`address`) logging to a tracking server.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from isolab.vocab import FAILED
 LOOPBACK = ("127.0.0.1", "::1")
 
 
-def _start_local_ray(ray, num_cpus: int) -> None:
+def start_local_ray(ray, num_cpus: int) -> None:
     """Start a Ray instance on this machine that listens on loopback only, or raise.
 
     Ray binds a local instance's servers (GCS, raylet and object manager, dashboard and
@@ -106,7 +106,7 @@ def run_ray(
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         elif started_here:
             widest = max(resources.for_processes(p.config.processes)[0] for p in todo)
-            _start_local_ray(ray, num_cpus=max(1, math.ceil(workers * widest)))
+            start_local_ray(ray, num_cpus=max(1, math.ceil(workers * widest)))
         submit()
         while in_flight:
             collect(timeout=1.0)
