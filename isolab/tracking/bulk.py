@@ -4,8 +4,9 @@
 MLflow's `log_batch` takes at most 1,000 metrics per call and turns each into an ORM object
 (`SqlMetric`), validated and flushed one by one, then updates the run's latest values: ≈ 0.1 ms
 of CPU per point. `runs/nstar/cpu/main` (72 runs) holds 1.3 million points (TRL's curves at
-every step): its import took 115–153 s of CPU through `log_batch` in 1,000-point calls, and
-takes ≈ 22 s now, 9 s of it these inserts and 6 s drawing the runs' figures (2 cores, 2026-12).
+every step): imported through `log_batch` in 1,000-point calls it takes ≈ 148 s of CPU, and
+≈ 15.5 s here, 9 s of it these inserts and 6 s drawing the runs' figures; 10.7× less wall time
+side by side (`benchmarks/import_speed.py`, 2 cores shared with a sweep, 2026-12).
 For a database store (`SqlAlchemyStore`: SQLite, PostgreSQL, MySQL) the rows go into MLflow's
 own tables with one `executemany` per chunk instead, the run's latest values (`latest_metrics`,
 what the runs table shows) computed here as MLflow does: the point with the largest (step,
@@ -36,53 +37,60 @@ def latest_points(points: pl.DataFrame) -> pl.DataFrame:
     return points.sort(STEP, "timestamp", "value").group_by("key", maintain_order=True).last()
 
 
-def write_params_tags(
-    client: Any, run_id: str, params: dict[str, str], tags: dict[str, str]
+def write_run(
+    client: Any,
+    run_id: str,
+    params: dict[str, str],
+    tags: dict[str, str],
+    points: pl.DataFrame,
+    *,
+    status: str,
+    end_time: int,
+    latest: pl.DataFrame | None = None,
 ) -> None:
-    """Log `params` and `tags` on run `run_id`, which must have none of them yet (an import's
-    fresh run), and whose values the caller checked against MLflow's limits. MLflow's
-    `log_batch` loads the whole run and adds ORM objects one by one: 50 ms for 40 params."""
+    """Write fresh run `run_id` whole and end it: its `params`, `tags` and metric `points`
+    (columns `key` as MLflow names them, `step`, `value`, `timestamp`; no NaN, no repeated
+    point), then its `status` and `end_time` as `set_terminated` sets them. The run must have
+    none of them yet (an import's fresh run: its latest values are inserted, not merged), and
+    the caller has checked the values against MLflow's limits; `latest` is `latest_points` of
+    `points` when the caller has it already.
+
+    A database store gets it in one transaction, so that the run turns from RUNNING and empty
+    to ended and whole at once, for one commit where writing params, tags, points and the end
+    apart took four (a SQLite commit is a few fsyncs, ≈ 14 ms each on this project's 2-core
+    machine: as long as inserting 2,000 points); a run of over `ROWS_PER_TRANSACTION` points
+    has its first points committed before, the run still RUNNING. A server gets `log_batch`
+    calls, then `set_terminated`."""
     store = _sql_store(client)
     if store is None:
-        from mlflow.entities import Param, RunTag
-
-        items = [Param(k, v) for k, v in params.items()]
-        labels = [RunTag(k, v) for k, v in tags.items()]
-        for i in range(0, max(len(items), len(labels)), MAX_PARAMS_TAGS_PER_BATCH):
-            chunk = slice(i, i + MAX_PARAMS_TAGS_PER_BATCH)
-            client.log_batch(run_id, params=items[chunk], tags=labels[chunk])
+        _log_params_tags(client, run_id, params, tags)
+        _log_metrics(client, run_id, points)
+        client.set_terminated(run_id, status=status, end_time=end_time)
         return
-    from mlflow.store.tracking.dbmodels.models import SqlParam, SqlTag
-
-    with store.ManagedSessionMaker(read_only=False) as session:
-        for table, values in ((SqlParam.__table__, params), (SqlTag.__table__, tags)):
-            if values:
-                rows = [(k, v, run_id) for k, v in values.items()]
-                _insert(session, table, ("key", "value", "run_uuid"), rows)
-
-
-def write_metrics(
-    client: Any, run_id: str, points: pl.DataFrame, latest: pl.DataFrame | None = None
-) -> None:
-    """Log `points` (columns `key` as MLflow names them, `step`, `value`, `timestamp`; no
-    NaN, no repeated point) on run `run_id`, which must have no metric yet (an import's
-    fresh run: its latest values are inserted, not merged); `latest` is `latest_points` of
-    them when the caller has it already."""
-    if points.is_empty():
-        return
-    store = _sql_store(client)
-    if store is None:
-        _log_batches(client, run_id, points)
-        return
-    from mlflow.store.tracking.dbmodels.models import SqlLatestMetric, SqlMetric
+    from mlflow.store.tracking.dbmodels.models import (
+        SqlLatestMetric,
+        SqlMetric,
+        SqlParam,
+        SqlRun,
+        SqlTag,
+    )
 
     rows = _rows(points, run_id)
-    with store.ManagedSessionMaker(read_only=False) as session:
-        last = latest if latest is not None else latest_points(points)
-        _insert(session, SqlLatestMetric.__table__, COLUMNS, _rows(last, run_id))
-    for i in range(0, len(rows), ROWS_PER_TRANSACTION):
+    # the points before `split` in transactions of their own, the rest with the run's end
+    split = max(len(rows) - 1, 0) // ROWS_PER_TRANSACTION * ROWS_PER_TRANSACTION
+    for i in range(0, split, ROWS_PER_TRANSACTION):
         with store.ManagedSessionMaker(read_only=False) as session:
             _insert(session, SqlMetric.__table__, COLUMNS, rows[i : i + ROWS_PER_TRANSACTION])
+    latest = latest if latest is not None else latest_points(points)
+    with store.ManagedSessionMaker(read_only=False) as session:
+        _insert(session, SqlMetric.__table__, COLUMNS, rows[split:])
+        _insert(session, SqlLatestMetric.__table__, COLUMNS, _rows(latest, run_id))
+        for table, values in ((SqlParam.__table__, params), (SqlTag.__table__, tags)):
+            items = [(k, v, run_id) for k, v in values.items()]
+            _insert(session, table, ("key", "value", "run_uuid"), items)
+        runs = SqlRun.__table__
+        ended = runs.update().where(runs.c.run_uuid == run_id)
+        session.execute(ended.values(status=status, end_time=end_time))
 
 
 def _sql_store(client: Any) -> Any:
@@ -115,6 +123,8 @@ def _insert(session: Any, table: Any, columns: tuple[str, ...], rows: list[tuple
     """One `executemany` of `rows` into `columns` of `table` through the session's
     connection. Straight to the driver: SQLAlchemy's per-row parameter processing cost as
     much as SQLite's insert."""
+    if not rows:  # no parameters at all would run the statement once, unbound
+        return
     mark = PLACEHOLDERS.get(session.get_bind().dialect.paramstyle)
     if mark is None:  # a named-style driver: SQLAlchemy's own executemany
         session.execute(table.insert(), [dict(zip(columns, row, strict=True)) for row in rows])
@@ -124,7 +134,21 @@ def _insert(session: Any, table: Any, columns: tuple[str, ...], rows: list[tuple
     session.connection().exec_driver_sql(sql, rows)
 
 
-def _log_batches(client: Any, run_id: str, points: pl.DataFrame) -> None:
+def _log_params_tags(
+    client: Any, run_id: str, params: dict[str, str], tags: dict[str, str]
+) -> None:
+    """`params` and `tags` by `log_batch` calls of at most `MAX_PARAMS_TAGS_PER_BATCH` each."""
+    from mlflow.entities import Param, RunTag
+
+    items = [Param(k, v) for k, v in params.items()]
+    labels = [RunTag(k, v) for k, v in tags.items()]
+    for i in range(0, max(len(items), len(labels)), MAX_PARAMS_TAGS_PER_BATCH):
+        chunk = slice(i, i + MAX_PARAMS_TAGS_PER_BATCH)
+        client.log_batch(run_id, params=items[chunk], tags=labels[chunk])
+
+
+def _log_metrics(client: Any, run_id: str, points: pl.DataFrame) -> None:
+    """`points` by `log_batch` calls of at most `MAX_METRICS_PER_BATCH` each."""
     from mlflow.entities import Metric
 
     metrics = [

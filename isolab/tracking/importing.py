@@ -24,7 +24,7 @@ import polars as pl
 
 from isolab.paths import name_path
 from isolab.tracking import leases, store
-from isolab.tracking.bulk import latest_points, write_metrics, write_params_tags
+from isolab.tracking.bulk import latest_points, write_run
 from isolab.tracking.columns import COUNTS, COUNTS_ARTIFACT, param_columns
 from isolab.tracking.describe import NOTE_TAG, point_name, run_note
 from isolab.tracking.parents import finish_parent, sweep_parent
@@ -388,9 +388,8 @@ def _import_run(
     params = {p.key: p.value for p in plan["params"]}
     note = run_note(params, latest, run_url("", exp_id, rid, FIGURE_FILE))
     extra = {"isolab.snapshot_rows": str(plan["rows"]), NOTE_TAG: note}
-    write_params_tags(client, rid, params, extra)
-    write_metrics(client, rid, points, last)
-    # its files in one upload: the per-problem counts and the figure
+    # its files first, in one upload (the per-problem counts and the figure), then the rest
+    # and its end at once: a run ended is a run whole
     with tempfile.TemporaryDirectory(prefix="isolab-import-") as tmp:
         if plan["counts"]:
             counts = Path(tmp, COUNTS_ARTIFACT)
@@ -398,5 +397,14 @@ def _import_run(
             counts.write_text(json.dumps({"correct_counts_by_step": plan["counts"]}))
         figures.save(points, Path(tmp), plan["run_name"])
         client.log_artifacts(rid, tmp)
-    client.set_terminated(rid, status=plan["status"], end_time=plan["end_time"])
+    write_run(
+        client,
+        rid,
+        params,
+        extra,
+        points,
+        status=plan["status"],
+        end_time=plan["end_time"],
+        latest=last,
+    )
     return rid
