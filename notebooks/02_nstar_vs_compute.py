@@ -120,6 +120,45 @@ if "saturation" in report.figures:  # the smoke scale trains on the whole pool
 print(report.summary_text())
 
 # %% [markdown]
+# ## The adaptive path: the same n\* for less compute?
+# The grid trains every arm (an n × B_p with its seeds) to the end. An adaptive sweep
+# (`isolab.sweep.adaptive`, successive halving on the common checkpoints) stops, from checkpoint
+# `grace` on, every arm whose seed-mean avg@4 is more than z standard errors below the best's;
+# one run's noise is the spread between seeds, never below the binomial evaluation noise (with
+# one seed, as at smoke scale, that evaluation noise alone). Nothing is trained here: the rule
+# is replayed on `main`'s saved curves, per split, against the grid's own best n per checkpoint.
+
+# %%
+from isolab.plots.adaptive import plot_adaptive
+from isolab.sweep.adaptive import StoppingRule, replay
+
+rule = StoppingRule()  # z = 2.5, grace = 2 checkpoints
+splits = data["main"].partition_by("split", as_dict=True)
+replays = {split: replay(d, rule) for (split,), d in sorted(splits.items())}
+display(*(plot_adaptive(r, split) for split, r in replays.items()))
+
+# %%
+import polars as pl
+
+rows = [(s, f"{r.fraction:.0%}", r.arms.height - len(r.kept), r.best_dropped, r.n_star_found,
+         ", ".join(r.kept)) for s, r in replays.items()]  # fmt: skip
+columns = ["split", "compute (of the grid's)", "arms stopped", "grid's best dropped",
+           "n* within a grid step", "arms kept"]  # fmt: skip
+pl.DataFrame(rows, schema=columns, orient="row")
+
+# %%
+stops = [f"on {s} it stops {r.arms.height - len(r.kept)} of {r.arms.height} arms and spends "
+         f"{r.fraction:.0%} of the grid's compute" for s, r in replays.items()]  # fmt: skip
+dropped = " and ".join(s for s, r in replays.items() if r.best_dropped)
+missed = " and ".join(s for s, r in replays.items() if not r.n_star_found)
+best = (f"drops the grid's final best arm on {dropped}" if dropped
+        else "keeps the grid's final best arm on every split")  # fmt: skip
+n_star = (f"its n* strays more than a grid step from the grid's on {missed}" if missed
+          else "its n* stays within a grid step of the grid's")  # fmt: skip
+print(f"Replayed with {rule.text}, " + "; ".join(stops) + f"; it {best}, and {n_star} "
+      "wherever the grid resolves n*.")  # fmt: skip
+
+# %% [markdown]
 # Save the figures, tables and findings under `runs/nstar/<scale>/` and log them to MLflow
 # (experiment `nstar/<scale>`; browse with `isolab ui`). With `runs` (your own sweep, e.g.
 # `papermill 02_nstar_vs_compute.ipynb out.ipynb -p runs my-sweep`) nothing is saved.

@@ -8,9 +8,11 @@ One module per subject, every name importable from here (``plots.plot_frontier(d
   batch (IsoCompute Playbook, arXiv 2603.12151);
 - `rho`: reward against ρ at equal FLOPs, and the RACE pilot (arXiv 2607.13389);
 - `curves`: seed-averaged learning curves, finals against a swept value, what a budget bought;
+- `adaptive`: an adaptive sweep replayed on a grid's curves: its n* and compute against the grid's;
 - `style`: the colour map of n, axis labels with units, the empty panel, readable log axes.
 """
 
+from isolab.plots.adaptive import plot_adaptive, plot_adaptive_compute, plot_adaptive_path
 from isolab.plots.curves import plot_bought, plot_curves, plot_final
 from isolab.plots.frontier import plot_frontier, plot_metric_effect, plot_n_star, plot_tradeoff
 from isolab.plots.rho import plot_race, plot_rho_frontier
@@ -23,6 +25,9 @@ __all__ = [
     "label",
     "n_colorbar",
     "n_norm",
+    "plot_adaptive",
+    "plot_adaptive_compute",
+    "plot_adaptive_path",
     "plot_bought",
     "plot_curves",
     "plot_final",
