@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import os
 import resource
@@ -51,9 +50,8 @@ def mlflow_import(snapshot: Path, uri: str) -> None:
 
     from isolab.tracking import store
     from isolab.tracking.bulk import latest_points
-    from isolab.tracking.columns import COUNTS_ARTIFACT
     from isolab.tracking.describe import NOTE_TAG, run_note
-    from isolab.tracking.importing import _import_plan
+    from isolab.tracking.importing import _import_plan, upload_files
     from isolab.tracking.parents import finish_parent, sweep_parent
     from isolab.tracking.run_figure import FIGURE_FILE, RunFigures
     from isolab.tracking.tags import IMPORTED_FROM_TAG, PARENT_TAG
@@ -87,13 +85,7 @@ def mlflow_import(snapshot: Path, uri: str) -> None:
         ]
         for i in range(0, len(metrics), MAX_METRICS_PER_BATCH):
             client.log_batch(rid, metrics=metrics[i : i + MAX_METRICS_PER_BATCH])
-        with tempfile.TemporaryDirectory(prefix="isolab-bench-") as tmp:
-            if plan["counts"]:
-                counts = Path(tmp, COUNTS_ARTIFACT)
-                counts.parent.mkdir(parents=True)
-                counts.write_text(json.dumps({"correct_counts_by_step": plan["counts"]}))
-            figures.save(points, Path(tmp), plan["run_name"])
-            client.log_artifacts(rid, tmp)
+        upload_files(client, rid, plan, figures)  # the same files as isolab's import
         client.set_terminated(rid, status=plan["status"], end_time=plan["end_time"])
     finish_parent(name, parent, uri)
 

@@ -388,15 +388,8 @@ def _import_run(
     params = {p.key: p.value for p in plan["params"]}
     note = run_note(params, latest, run_url("", exp_id, rid, FIGURE_FILE))
     extra = {"isolab.snapshot_rows": str(plan["rows"]), NOTE_TAG: note}
-    # its files first, in one upload (the per-problem counts and the figure), then the rest
-    # and its end at once: a run ended is a run whole
-    with tempfile.TemporaryDirectory(prefix="isolab-import-") as tmp:
-        if plan["counts"]:
-            counts = Path(tmp, COUNTS_ARTIFACT)
-            counts.parent.mkdir(parents=True)
-            counts.write_text(json.dumps({"correct_counts_by_step": plan["counts"]}))
-        figures.save(points, Path(tmp), plan["run_name"])
-        client.log_artifacts(rid, tmp)
+    # its files first, then the rest and its end at once: a run ended is a run whole
+    upload_files(client, rid, plan, figures)
     write_run(
         client,
         rid,
@@ -408,3 +401,14 @@ def _import_run(
         latest=last,
     )
     return rid
+
+
+def upload_files(client: Any, run_id: str, plan: dict[str, Any], figures: RunFigures) -> None:
+    """A planned run's files in one upload: its per-problem counts and its FLOP-split figure."""
+    with tempfile.TemporaryDirectory(prefix="isolab-import-") as tmp:
+        if plan["counts"]:
+            counts = Path(tmp, COUNTS_ARTIFACT)
+            counts.parent.mkdir(parents=True)
+            counts.write_text(json.dumps({"correct_counts_by_step": plan["counts"]}))
+        figures.save(plan["metrics"], Path(tmp), plan["run_name"])
+        client.log_artifacts(run_id, tmp)
