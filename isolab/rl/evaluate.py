@@ -46,6 +46,20 @@ class Evaluator:
             out.update({eval_set_metric(name, k): v for k, v in metrics.items()})
         return out
 
+    def state_dict(self) -> dict:
+        """The evaluations so far and those to come, with every extra set's (a checkpoint)."""
+        return {
+            "history": {str(k): v for k, v in self.history.items()},
+            "pending": list(self.pending),
+            "sets": {name: extra.state_dict() for name, extra in self.sets.items()},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.history = {int(k): list(v) for k, v in state["history"].items()}
+        self.pending = list(state["pending"])
+        for name, extra in self.sets.items():
+            extra.load_state_dict(state["sets"][name])
+
     def add_set(self, name: str, task: Task, problems) -> None:
         """Evaluate `problems` of `task` too, at the same checkpoints and with the same samples,
         logged as `eval-<name>/…` (`RunConfig.eval_sets`)."""

@@ -37,7 +37,14 @@ from isolab.models.reward import reward_model_config_for
 from isolab.rl import engines, ranks, vllm_cpu
 from isolab.rl.evaluate import Evaluator
 from isolab.rl.rewards import get_rewards
-from isolab.rl.trainer import make_callback, make_trainer_class, timed_reward
+from isolab.rl.trainer import (
+    Checkpointing,
+    Suspended,
+    make_callback,
+    make_trainer_class,
+    read_state,
+    timed_reward,
+)
 from isolab.tasks import Task, eval_set_problems
 from isolab.tasks.base import as_text
 from isolab.tracking import BASE_DIGEST_TAG, PARENT_ENV, RunLogger
@@ -169,11 +176,15 @@ def train(
     cfg: RunConfig,
     tracking_uri: str | None = None,
     on_step: Callable[[int, dict], None] | None = None,
+    checkpointing: Checkpointing | None = None,
 ) -> RunResult:
     """Run one GRPO training run and log it to MLflow; returns its final metrics.
 
     The MLflow run is FINISHED on success, FAILED on an exception and KILLED on Ctrl-C —
-    never left RUNNING by a Python-level failure.
+    never left RUNNING by a Python-level failure. With `checkpointing` the run hands a
+    checkpoint over after each evaluation but the last and carries on from one
+    (`checkpointing.resume_from`); a `Suspended` raised by its hook leaves the MLflow run open
+    (the caller resumes or ends it) and propagates.
     """
     from datasets import Dataset
 
@@ -185,6 +196,14 @@ def train(
             f"(WORLD_SIZE): set processes: {ranks.world_size()}, or let isolab launch the run."
         )
     main = ranks.is_main()  # the first process logs and evaluates; each trains on its slice
+    resume_from = checkpointing.resume_from if checkpointing else None
+    if checkpointing is not None and (cfg.processes > 1 or cfg.num_iterations > 1):
+        raise ValueError(
+            f"processes = {cfg.processes}, num_iterations = {cfg.num_iterations}: a run "
+            "suspended at its evaluations (an adaptive sweep) runs on one process with one "
+            "update per batch; set processes: 1 and num_iterations: 1, or run the full grid."
+        )
+    resumed = read_state(resume_from) if resume_from is not None else None
     t0 = time.perf_counter()
     engine = engines.engine(cfg)
     torch.manual_seed(cfg.seed)
@@ -225,28 +244,19 @@ def train(
     # a sweep's point (a child of its parent run) is named with its seed: a point's runs differ
     # only by it, and the UI shows names only (an import names them the same way)
     name = point_name(cfg.run_name, cfg.seed) if os.environ.get(PARENT_ENV) else cfg.run_name
-    logger = (
-        RunLogger(cfg.experiment, name, cfg.run_key, tracking_uri)
-        if main
-        else cast(RunLogger, _Silent())
-    )
-    status = "FAILED"
-    state: dict[str, Any] = {}
+    if not main:
+        logger = cast(RunLogger, _Silent())
+    elif resumed is not None:  # the same MLflow run, from the step it was suspended at
+        logger = RunLogger.attach(resumed["run_id"], name, cfg.resolved(), tracking_uri)
+    else:
+        logger = RunLogger(cfg.experiment, name, cfg.run_key, tracking_uri)
+    status: str | None = "FAILED"
+    state: dict[str, Any] = dict(resumed["results"]) if resumed else {}
     try:
-        logger.log_params(cfg.resolved())
-        logger.set_tags(
-            {
-                "isolab.split_sizes": f"train={len(train_problems)},val={len(val_problems)}",
-                BASE_DIGEST_TAG: models.digest(cfg.model) or "unrecorded",
-                "isolab.engine": engine,
-                **vllm_cpu.cpu_tags(),  # floats and vLLM's kernels depend on the CPU
-            }
-        )
-        source = f"{cfg.task} pool of {cfg.pool_size}, {cfg.split} split of {cfg.model}"
-        for context, problems in (("train", train_problems), ("eval", val_problems)):
-            logger.log_split(
-                f"{cfg.task}-{cfg.split}-{context}", context, [p.id for p in problems], source
-            )
+        if resumed is not None:  # params, tags and splits were logged as the run began
+            ledger.load_state_dict(resumed["ledger"])
+        else:
+            _log_run_start(cfg, logger, engine, train_problems, val_problems)
         dataset = Dataset.from_dict(
             {
                 "prompt": [task.prompt(p) for p in train_problems],
@@ -256,10 +266,15 @@ def train(
         evaluator = Evaluator(cfg, task, val_problems, tok, ledger)
         for name, (set_task, set_problems) in eval_sets.items():
             evaluator.add_set(name, set_task, set_problems)
+        if resumed is not None:
+            evaluator.load_state_dict(resumed["evaluator"])
+        if checkpointing is not None:
+            args.save_total_limit = 1  # the hook takes each checkpoint away (a copy) as it comes
         trainer_ref: dict[str, Any] = {}
         callback = make_callback(
-            trainer_ref, cfg, evaluator, logger, ledger, max_new, state, on_step if main else None
-        )
+            trainer_ref, cfg, evaluator, logger, ledger, max_new, state,
+            on_step if main else None, checkpointing, resumed,
+        )  # fmt: skip
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             trainer = make_trainer_class(engine == "vllm")(
@@ -287,7 +302,7 @@ def train(
             if vllm_on_cpu:  # vLLM serves the weights of each sync, whatever its kernels
                 gemm = vllm_cpu.follow_syncs(trainer.vllm_generation)
                 logger.set_tags({"isolab.vllm_gemm": vllm_cpu.describe(gemm)})
-            trainer.train()
+            trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
         logger.log_dict(
             {
                 "problem_ids": evaluator.ids,
@@ -309,8 +324,14 @@ def train(
     except KeyboardInterrupt:
         status = "KILLED"
         raise
+    except Suspended:
+        status = None  # the caller resumes the run, or ends it
+        raise
     finally:
-        logger.end(status)
+        if status is None:
+            logger.flush()
+        else:
+            logger.end(status)
         out_dir.cleanup()
     return RunResult(
         run_id=logger.run_id,
@@ -321,6 +342,24 @@ def train(
         final_eval=state.get("last_eval", {}),
         final_metrics=state.get("last_metrics", {}),
     )
+
+
+def _log_run_start(cfg: RunConfig, logger: RunLogger, engine: str, train_problems, val_problems):
+    """A new run's params, tags and problem splits."""
+    logger.log_params(cfg.resolved())
+    logger.set_tags(
+        {
+            "isolab.split_sizes": f"train={len(train_problems)},val={len(val_problems)}",
+            BASE_DIGEST_TAG: models.digest(cfg.model) or "unrecorded",
+            "isolab.engine": engine,
+            **vllm_cpu.cpu_tags(),  # floats and vLLM's kernels depend on the CPU
+        }
+    )
+    source = f"{cfg.task} pool of {cfg.pool_size}, {cfg.split} split of {cfg.model}"
+    for context, problems in (("train", train_problems), ("eval", val_problems)):
+        logger.log_split(
+            f"{cfg.task}-{cfg.split}-{context}", context, [p.id for p in problems], source
+        )
 
 
 class _Silent:

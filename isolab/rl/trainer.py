@@ -14,10 +14,13 @@ but one opt-in, dynamic sampling (`RunConfig.search_oversample`).
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -225,6 +228,44 @@ def timed_reward(fn: Callable, ledger: FlopLedger) -> Callable:
     return wrapper
 
 
+#: isolab's part of a checkpoint (beside the trainer's model, optimizer, scheduler and RNG state).
+STATE_FILE = "isolab_state.json"
+
+
+class Suspended(BaseException):  # noqa: N818 - not an error: the caller suspended the run
+    """Raised by a `Checkpointing.at_eval` hook whose caller suspends the run at the checkpoint
+    it was just given (an adaptive sweep pauses it until its rung is judged, or stops its
+    arm): `train` leaves the MLflow run open, for the caller to resume or end."""
+
+
+@dataclass(frozen=True)
+class Checkpointing:
+    """A run that can be suspended at each evaluation and resumed (adaptive sweeps).
+
+    Attributes:
+        at_eval: `at_eval(step, checkpoint_dir, metrics)` after each evaluation but the last,
+            once the trainer has saved its state at that step in `checkpoint_dir` (model,
+            optimizer, scheduler, RNG, and isolab's `STATE_FILE`: the MLflow run, the ledger's
+            totals, the evaluations so far). It may raise `Suspended`.
+        resume_from: a checkpoint directory `at_eval` was given: the run carries on from it,
+            in the same MLflow run.
+    """
+
+    at_eval: Callable[[int, Path, dict], None]
+    resume_from: Path | None = None
+
+
+def read_state(checkpoint: Path) -> dict[str, Any]:
+    """isolab's state saved in a checkpoint directory (`STATE_FILE`)."""
+    path = Path(checkpoint) / STATE_FILE
+    if not path.exists():
+        raise ValueError(
+            f"{checkpoint}: no {STATE_FILE}, so not a checkpoint of an isolab run: resume from "
+            "a directory that `Checkpointing.at_eval` was given."
+        )
+    return json.loads(path.read_text())
+
+
 def make_callback(
     trainer_ref: dict,
     cfg: RunConfig,
@@ -234,9 +275,14 @@ def make_callback(
     max_new_tokens: int,
     results: dict,
     on_step: Callable[[int, dict], None] | None,
+    checkpointing: Checkpointing | None = None,
+    resumed: dict[str, Any] | None = None,
 ):
     """The run's `TrainerCallback`: evaluates the base model at step 0, closes the ledger's step
     after each optimizer step, evaluates when `evaluator.due`, and logs it all to MLflow.
+    With `checkpointing`, the trainer saves its state after each evaluation but the last and
+    `checkpointing.at_eval` is called with it; `resumed` (a checkpoint's `STATE_FILE`) restores
+    the clock and skips the base evaluation, done before the run was suspended.
 
     `trainer_ref["trainer"]` is filled in once the trainer exists (it is built with this
     callback, so it cannot be passed in); `results` collects what `train` returns (`base_eval`,
@@ -249,10 +295,15 @@ def make_callback(
 
     main = ranks.is_main()  # of a run's processes, the first evaluates (and logs)
     clock = _MfuClock(charged_reward="proxy-prm" in reward_parts(cfg.reward))
+    saving: dict[str, Any] = {}  # the evaluation a checkpoint is being saved for
 
     class IsolabCallback(TrainerCallback):
         def on_train_begin(self, args, state, control, model=None, **kw):
             clock.start(logger)
+            if resumed is not None:  # the base model was evaluated before the run was suspended
+                clock.load_state_dict(resumed["clock"])
+                clock.restart()
+                return
             if not main:
                 ranks.barrier()  # while the first process evaluates the base model
                 clock.restart()
@@ -296,6 +347,9 @@ def make_callback(
                 metrics = {**metrics, **ev, FLOPS_EVAL: _eval_flops(ledger)}
                 logger.log_metrics(metrics, step=step)
                 logger.flush()  # an evaluation point is a finished result: never lose it
+                if checkpointing is not None and step < total_steps:
+                    control.should_save = True  # `on_save` hands the checkpoint over
+                    saving["metrics"] = metrics
             else:
                 logger.log_metrics(metrics, step=step)
             results["last_metrics"] = metrics
@@ -304,6 +358,24 @@ def make_callback(
             if due:  # the other processes wait for the first one's evaluation
                 ranks.barrier()
             clock.restart()  # evaluation and logging are not training time
+
+        def on_save(self, args, state, control, **kw):
+            if checkpointing is None or "metrics" not in saving:
+                return
+            metrics = saving.pop("metrics")
+            path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            saved = {
+                "run_id": logger.run_id,
+                "step": state.global_step,
+                "ledger": ledger.state_dict(),
+                "evaluator": evaluator.state_dict(),
+                "results": {k: v for k, v in results.items() if k != "last_metrics"},
+                "clock": clock.state_dict(),
+            }
+            (path / STATE_FILE).write_text(json.dumps(saved))
+            logger.flush()  # TRL's metrics of this step too: the checkpoint holds all before it
+            checkpointing.at_eval(state.global_step, path, metrics)
+            clock.restart()  # the hand-over is not training time
 
         def on_log(self, args, state, control, logs=None, **kw):
             # TRL's own metrics (reward, completion lengths, KL, …) beside isolab's; a value
@@ -355,6 +427,17 @@ class _MfuClock:
 
     def restart(self) -> None:
         self.t = time.perf_counter()
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a resumed run's MFU carries on from (`Checkpointing`)."""
+        keys = ("peak", "train_s", "reward_s", "ran_total")
+        return {k: getattr(self, k) for k in keys}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.peak = max(self.peak or 0.0, state["peak"] or 0.0) or None
+        self.train_s, self.reward_s, self.ran_total = (
+            state["train_s"], state["reward_s"], state["ran_total"]
+        )  # fmt: skip
 
     def lap(self) -> float:
         """Seconds since the last `restart`: the step just finished."""

@@ -80,6 +80,25 @@ class RunLogger:
         self._buffer: list[Metric] = []
         self._last_flush = time.monotonic()
 
+    @classmethod
+    def attach(cls, run_id: str, run_name: str, params: dict[str, Any], uri: str | None = None):
+        """Carry on logging run `run_id`, suspended at a checkpoint (an adaptive sweep paused
+        it): it is RUNNING again, tagged with this process's pid. `params` are the run's, for
+        its description (`describe_run`)."""
+        self = cls.__new__(cls)
+        self.uri = resolve_uri(uri)
+        self.client = client(self.uri)
+        run = self.client.get_run(run_id)
+        self.experiment_id = run.info.experiment_id
+        self.run_id, self.run_name = run_id, run_name
+        self.params = dict(params)
+        self._buffer = []
+        self._last_flush = time.monotonic()
+        with interrupts_deferred():
+            self.client.log_batch(run_id, tags=[RunTag(PID_TAG, str(os.getpid()))])
+            self.client.update_run(run_id, status="RUNNING")
+        return self
+
     @uninterrupted
     def log_params(self, params: dict[str, Any]) -> None:
         self.params.update(params)  # what the run's description quotes (`describe_run`)
