@@ -3,6 +3,7 @@ at their rungs) carries on in the same MLflow run, as if it had never stopped.""
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -62,4 +63,9 @@ def test_a_suspended_run_resumes_where_it_stopped(tiny_m, tracking_uri, tmp_path
     counts = client.download_artifacts(
         resumed.run_id, "eval/per_problem_counts.json", str(tmp_path)
     )
-    assert set(json.loads(open(counts).read())["correct_counts_by_step"]) == {"0", "3", "6", "8"}
+    assert set(json.loads(Path(counts).read_text())["correct_counts_by_step"]) == {
+        "0",
+        "3",
+        "6",
+        "8",
+    }
