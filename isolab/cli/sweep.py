@@ -290,6 +290,83 @@ def run_cmd(
         raise typer.Exit(1)
 
 
+@sweep_app.command("adaptive")
+def adaptive_cmd(
+    spec: SpecPath,
+    workers: Annotated[int, typer.Option("--workers", "-k", help="Runs at once.")] = 1,
+    z: Annotated[
+        float,
+        typer.Option(help="Stop an arm below the best by more than z standard errors."),
+    ] = 2.5,
+    grace: Annotated[int, typer.Option(help="Rungs judged before any stop.")] = 2,
+    eta: Annotated[
+        float | None,
+        typer.Option(
+            help="Also stop every arm below the top 1/eta of a rung (ASHA's rank cut: it "
+            "ignores the noise, and drops the true best more often; for comparison)."
+        ),
+    ] = None,
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """Run a sweep adaptively: stop the arms worse than the best by more than their noise at each checkpoint, carry on with the rest (successive halving on Ray Tune).
+
+    Every run pauses at each common checkpoint until all live runs reach it; the rung is then judged, the runs of the arms stopped end KILLED with the reason as a tag, the others resume from their checkpoint. The same command resumes an interrupted sweep. See docs/statistics.md for the rule and its calibration.
+    """
+    from isolab.sweep.adaptive import StoppingRule
+    from isolab.sweep.adaptive_live import run_adaptive
+    from isolab.tracking import resolve_uri
+
+    plan = load_plan(spec)
+    try:
+        rule = StoppingRule(z=z, grace=grace, eta=eta)
+    except ValueError as exc:
+        fail(f"{spec}: {exc}")
+    uri = resolve_uri(tracking_uri)
+    check_artifacts(uri, plan.spec.name)
+    console.print(
+        f"adaptive sweep [bold]{safe(plan.spec.name)}[/]: {len(plan.points)} runs, rule "
+        f"{rule.text}, {workers} worker(s) · store {safe(uri)}"
+    )
+
+    def judged(setting, C, decision, stopped) -> None:
+        where = ", ".join(f"{k}={v}" for k, v in setting.items()) or "all"
+        alive = decision.arms.height - len(stopped)
+        line = f"{safe(where)} · rung C = {C:,.0f}: {alive} arm(s) go on"
+        if stopped:
+            line += ", stopped " + ", ".join(sorted(stopped))
+        console.print(line)
+
+    try:
+        report = run_adaptive(plan, tracking_uri, rule=rule, workers=workers, on_rung=judged)
+    except ValueError as exc:
+        fail(f"{spec}: {exc}")
+    except RuntimeError as exc:
+        fail(f"{spec}: {exc}", code=1)
+    except KeyboardInterrupt:
+        err.print(
+            f"[yellow]interrupted[/]: run again to resume:\n  isolab sweep adaptive {spec} "
+            f"--workers {workers}"
+        )
+        exit_interrupted()
+    for r in report.settings:
+        where = ", ".join(f"{k}={v}" for k, v in r.setting.items()) or "all"
+        console.print(
+            f"{safe(where)}: best arm {r.best} · compute {r.spent:,.0f} of the full grid's "
+            f"{r.grid:,.0f} rollouts ({r.fraction:.0%})"
+        )
+        for a in r.arms.iter_rows(named=True):
+            state = (
+                f"stopped at C = {a['stopped_at']:,.0f}: {a['reason']}"
+                if a["stopped_at"] is not None
+                else "ran to the budget"
+            )
+            console.print(f"  {safe(a['arm'])}: {a['last']:.3f} · {safe(state)}")
+    console.print(
+        f"[green]done[/] in {_duration(report.wall_s)}: {report.spent / report.grid:.0%} of the "
+        "full grid's compute"
+    )
+
+
 def _raise_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 

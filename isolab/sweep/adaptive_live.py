@@ -1,0 +1,484 @@
+"""A live adaptive sweep (issue 32): the sweep's runs trained as Ray Tune trials, scheduled by
+`AdaptiveScheduler`, so that the arms worse than the best by more than their noise stop at a
+rung and the rest carry on.
+
+Each run is one trial (`live_trainable`). It trains with `Checkpointing`: after each evaluation
+but the last it saves its state, keeps a copy under ``<storage>/checkpoints/<run_key>`` and
+reports ``{compute/rollouts, metric}`` with that checkpoint to Tune. The scheduler pauses it
+there until every live run has reached the rung (its worker trains another run meanwhile), then
+judges the rung (`isolab.sweep.adaptive.judge_rung`): the runs of the arms it stops end, the
+others resume from their checkpoint, in the same MLflow run. Each setting of the sweep (the
+values of its axes other than n, B_p and M, e.g. the split) is judged on its own, one after
+another.
+
+In MLflow every run is a child of the sweep's parent run, as in `run_sweep`. A paused run is
+SCHEDULED; a stopped run is KILLED with the tags `isolab.adaptive.stopped_at` (the rung, in
+rollouts) and `isolab.adaptive.reason` (`judge_rung`'s reason); a run that reached its budget is
+FINISHED. The parent gets `isolab.adaptive.rule` and `isolab.adaptive.compute_fraction`.
+
+Resuming: the sweep holds a lease (`isolab.sweep.resume.lease`), so a second runner on the same
+spec and store refuses to start. Run again after a crash or Ctrl-C, it reads the store: FINISHED
+and stopped runs are done, and their evaluations are given to the scheduler (`preload`), which
+judges their rungs again to the same decisions; a run with a checkpoint copy carries on from it
+in its MLflow run (evaluations it logged after that checkpoint are logged again, at the same
+steps); any other run starts over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from isolab.config import RunConfig
+from isolab.frontier.validate import ALLOCATION
+from isolab.sweep.adaptive import RungDecision, StoppingRule, arm_label
+from isolab.sweep.adaptive_tune import EVAL_SIZE, AdaptiveScheduler, Stop
+from isolab.sweep.plan import GridPoint, SweepPlan
+from isolab.table import RUN_KEY
+from isolab.vocab import DEFAULT_X, FINISHED, KILLED, ROLLOUTS
+
+log = logging.getLogger(__name__)
+
+STOPPED_AT_TAG = "isolab.adaptive.stopped_at"
+REASON_TAG = "isolab.adaptive.reason"
+RULE_TAG = "isolab.adaptive.rule"
+FRACTION_TAG = "isolab.adaptive.compute_fraction"
+#: In a trial's last report: its run has ended (FINISHED), so the scheduler never pauses it.
+DONE_KEY = "isolab/run_ended"
+THREAD_TIMEOUT_ENV = "TUNE_FUNCTION_THREAD_TIMEOUT_S"
+SCHEDULED = "SCHEDULED"  # MLflow's status of a run waiting to carry on
+
+
+@dataclass(frozen=True)
+class SettingResult:
+    """One setting's adaptive sweep: `arms` (``arm``, ``seeds``, ``spent`` rollouts over its
+    seeds, ``stopped_at``, ``reason``, ``last`` its seed-mean metric at the last rung it
+    reached), the rungs judged, and the compute spent against the full grid's."""
+
+    setting: dict[str, Any]
+    arms: pl.DataFrame
+    decisions: list[RungDecision]
+    spent: float
+    grid: float
+
+    @property
+    def fraction(self) -> float:
+        return self.spent / self.grid if self.grid else math.nan
+
+    @property
+    def best(self) -> str | None:
+        """The best arm among those that reached the budget (None: none did)."""
+        done = self.arms.filter(pl.col("stopped_at").is_null())
+        return None if done.is_empty() else done.sort("last", descending=True)["arm"][0]
+
+
+@dataclass(frozen=True)
+class LiveReport:
+    settings: list[SettingResult]
+    wall_s: float
+
+    @property
+    def spent(self) -> float:
+        return sum(s.spent for s in self.settings)
+
+    @property
+    def grid(self) -> float:
+        return sum(s.grid for s in self.settings)
+
+
+def check_adaptive(plan: SweepPlan) -> None:
+    """Refuse a sweep the live adaptive runner cannot run, naming the field and the fix."""
+    for p in plan.points:
+        cfg = p.config
+        if cfg.processes > 1 or cfg.num_iterations > 1:
+            raise ValueError(
+                f"{p.config.run_name}: processes = {cfg.processes}, num_iterations = "
+                f"{cfg.num_iterations}: an adaptive sweep suspends its runs at their "
+                "evaluations, which needs one process and one update per batch; set "
+                "processes: 1 and num_iterations: 1, or run the full grid (isolab sweep run)."
+            )
+        if not cfg.eval_at_rollouts:
+            raise ValueError(
+                f"{p.config.run_name}: no common checkpoints (eval_at_rollouts): an adaptive "
+                "sweep judges its arms at them; give the spec eval_points (e.g. 9)."
+            )
+    if plan.spec.seeds and len(plan.spec.seeds) < 2:
+        log.info("one seed per arm: the rule's noise is the evaluation's binomial noise")
+
+
+def settings_of(plan: SweepPlan, config: Sequence[str] = ALLOCATION) -> list[dict[str, Any]]:
+    """The settings of a sweep: the values of its axes other than the allocation's."""
+    names = [a for a in plan.spec.varying if a not in config and a != "seed"]
+    seen: list[dict[str, Any]] = []
+    for p in plan.points:
+        s = {a: p.values[a] for a in names}
+        if s not in seen:
+            seen.append(s)
+    return seen
+
+
+def _points_frame(points: Sequence[GridPoint]) -> pl.DataFrame:
+    return pl.DataFrame(
+        [
+            {
+                RUN_KEY: p.run_key,
+                **{c: getattr(p.config, c) for c in ALLOCATION},
+                "seed": p.config.seed,
+                **{c: getattr(p.config, c) for c in EVAL_SIZE},
+            }
+            for p in points
+        ]
+    )
+
+
+class _Marks:
+    """The scheduler's decisions, written to the runs' MLflow records (driver side)."""
+
+    def __init__(self, experiment: str, uri: str, checkpoints: Path, arm_runs: dict[str, list]):
+        from isolab.tracking import client
+
+        self.experiment, self.uri, self.checkpoints = experiment, uri, checkpoints
+        self.client = client(uri)
+        self.arm_runs = arm_runs
+
+    def run_id(self, run_key: str) -> str | None:
+        from isolab.tracking import find_runs
+
+        runs = find_runs(self.experiment, self.uri, run_key=run_key)
+        return runs[0].info.run_id if runs else None
+
+    def paused(self, run_key: str) -> None:
+        run_id = self.run_id(run_key)
+        if run_id is not None:
+            with contextlib.suppress(Exception):  # a status for the UI: never fatal
+                self.client.update_run(run_id, status=SCHEDULED)
+
+    def stopped(self, arm: str, stop: Stop) -> None:
+        for run_key in self.arm_runs[arm]:
+            run_id = self.run_id(run_key)
+            shutil.rmtree(self.checkpoints / run_key, ignore_errors=True)
+            if run_id is None or self.client.get_run(run_id).info.status == FINISHED:
+                continue
+            self.client.set_tag(run_id, STOPPED_AT_TAG, f"{stop.C:.0f}")
+            self.client.set_tag(run_id, REASON_TAG, stop.reason)
+            self.client.set_terminated(run_id, status=KILLED)
+
+
+class LiveScheduler(AdaptiveScheduler):
+    """`AdaptiveScheduler` that writes its pauses and stops to MLflow (`_Marks`) and reports
+    each judged rung (`on_rung`)."""
+
+    def __init__(self, *args, marks: _Marks, on_rung: Callable | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.marks, self.on_rung = marks, on_rung
+
+    def __getstate__(self) -> dict:
+        # Tune pickles its config for a restore; the store client and the caller's hook hold
+        # locks, and a resumed sweep rebuilds its scheduler from the store (`preload`)
+        return {k: v for k, v in self.__dict__.items() if k not in ("marks", "on_rung")}
+
+    def preload(self, rows: pl.DataFrame, ended: set[str]) -> None:
+        """Evaluations of runs done before this session (FINISHED, stopped: `ended`; or to be
+        resumed from a checkpoint: their rows up to it): the rungs are judged on them as if the
+        runs had reported them now."""
+        for row in rows.iter_rows(named=True):
+            key = row[RUN_KEY]
+            self._last[key] = max(self._last[key], float(row[self.x]))
+            if float(row[self.x]) in self.rungs:
+                self._rows.append({**self._points[key], self.x: row[self.x], self.y: row[self.y]})
+        self._ended |= ended
+
+    def on_trial_result(self, tune_controller, trial, result: dict) -> str:
+        decision = super().on_trial_result(tune_controller, trial, result)
+        if result.get(DONE_KEY):  # the run's last evaluation: it has ended, never pause it
+            return self.CONTINUE if decision == self.PAUSE else decision
+        if decision == self.PAUSE:
+            self.marks.paused(self._key(trial))
+        return decision
+
+    def _judge(self, i: int) -> None:
+        before = set(self.stops)
+        super()._judge(i)
+        for arm in set(self.stops) - before:
+            self.marks.stopped(arm, self.stops[arm])
+        if self.on_rung is not None and self.decisions:
+            self.on_rung(self.rungs[i], self.decisions[-1], set(self.stops) - before)
+
+
+def live_trainable(
+    configs: dict[str, dict], uri: str, metric: str, checkpoints: Path, threads: int, env: dict
+) -> Callable[[dict], None]:
+    """The Tune function trainable of one run (``config["run_key"]``): trains it with
+    `Checkpointing`, reporting each evaluation to Tune with its checkpoint; suspended by Tune
+    (pause, stop: its report raises SystemExit) it ends as Tune asked and leaves the MLflow
+    run to the scheduler."""
+
+    def trainable(config: dict) -> None:
+        from ray import tune
+
+        from isolab.rl.train import train
+        from isolab.rl.trainer import Checkpointing, Suspended
+        from isolab.sweep.point import setup_process
+
+        setup_process(threads, env, uri)
+        key = config[RUN_KEY]
+        cfg = RunConfig.from_dict(configs[key])
+        keep = checkpoints / key
+        resume = keep if (keep / "isolab_state.json").exists() else None
+
+        def at_eval(step: int, path: Path, metrics: dict) -> None:
+            fresh = keep.with_name(key + ".new")
+            shutil.rmtree(fresh, ignore_errors=True)
+            shutil.copytree(path, fresh)
+            shutil.rmtree(keep, ignore_errors=True)
+            fresh.rename(keep)  # the copy is whole or absent
+            report = {DEFAULT_X: float(metrics[ROLLOUTS]), metric: float(metrics[metric])}
+            try:
+                tune.report(report, checkpoint=tune.Checkpoint.from_directory(keep))
+            except SystemExit:  # Tune paused or stopped the trial at this report
+                raise Suspended from None
+
+        try:
+            result = train(cfg, uri, checkpointing=Checkpointing(at_eval, resume))
+        except Suspended:  # the run's MLflow record is the scheduler's now; Tune ends the
+            raise SystemExit(0) from None  # thread the way its report asked (no final report)
+        shutil.rmtree(keep, ignore_errors=True)
+        rollouts = float(result.final_metrics.get(ROLLOUTS, cfg.rollouts))
+        last = {DEFAULT_X: rollouts, metric: float(result.final_eval[metric]), DONE_KEY: True}
+        tune.report(last)
+
+    return trainable
+
+
+def _store_state(
+    points: Sequence[GridPoint], experiment: str, uri: str, metric: str, checkpoints: Path
+) -> tuple[pl.DataFrame, set[str], list[GridPoint]]:
+    """What the store holds of `points`: the rows to preload, the runs ended (FINISHED or
+    stopped), the runs still to train (some from a checkpoint)."""
+    from isolab.rl.trainer import read_state
+    from isolab.tracking import client, find_runs, mlflow_key
+
+    c = client(uri)
+    rows: list[dict] = []
+    ended: set[str] = set()
+    todo: list[GridPoint] = []
+    for p in points:
+        runs = find_runs(experiment, uri, run_key=p.run_key)
+        run = runs[0] if runs else None
+        status = run.info.status if run else None
+        stopped = run is not None and STOPPED_AT_TAG in run.data.tags
+        upto = math.inf
+        if status == FINISHED or stopped:
+            ended.add(p.run_key)
+        else:
+            todo.append(p)
+            keep = checkpoints / p.run_key
+            saved = read_state(keep) if (keep / "isolab_state.json").exists() else None
+            if saved is None or run is None or saved["run_id"] != run.info.run_id:
+                shutil.rmtree(keep, ignore_errors=True)  # starts over: a new MLflow run
+                if run is not None and status in ("RUNNING", SCHEDULED):
+                    c.set_terminated(run.info.run_id, status=KILLED)
+                continue
+            upto = saved["step"]
+        ys = {m.step: m.value for m in c.get_metric_history(run.info.run_id, mlflow_key(metric))}
+        xs = {m.step: m.value for m in c.get_metric_history(run.info.run_id, ROLLOUTS)}
+        for step, y in sorted(ys.items()):
+            if 0 < step <= upto and step in xs:
+                rows.append({RUN_KEY: p.run_key, DEFAULT_X: xs[step], metric: y})
+    schema = {RUN_KEY: pl.String, DEFAULT_X: pl.Float64, metric: pl.Float64}
+    return pl.DataFrame(rows, schema=schema), ended, todo
+
+
+def _run_setting(
+    setting: dict,
+    points: list[GridPoint],
+    plan: SweepPlan,
+    uri: str,
+    rule: StoppingRule,
+    storage: Path,
+    threads: int,
+    env: dict,
+    on_rung: Callable | None,
+    start: Callable[[], None],
+) -> SettingResult:
+    """One setting's runs (`run_adaptive`); `start` starts Ray, where there is a run to train."""
+    import ray
+    from ray import tune
+
+    metric, experiment = plan.spec.metric, plan.spec.name
+    checkpoints = storage / "checkpoints"
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    frame = _points_frame(points)
+    arm_runs: dict[str, list[str]] = {}
+    for row in frame.iter_rows(named=True):
+        arm_runs.setdefault(arm_label(row, ALLOCATION), []).append(row[RUN_KEY])
+    rungs = sorted({float(c) for p in points for c in p.config.eval_at_rollouts or ()})
+    marks = _Marks(experiment, uri, checkpoints, arm_runs)
+    scheduler = LiveScheduler(
+        rule, rungs, frame, pause=True, y=metric, marks=marks, on_rung=on_rung
+    )
+    preload, ended, todo = _store_state(points, experiment, uri, metric, checkpoints)
+    scheduler.preload(preload, ended)
+    todo = [p for p in todo if scheduler.stop_of(p.run_key) is None]
+    scheduler._judge_ready(None, current=None)  # rungs the preloaded runs complete
+    todo = [p for p in todo if scheduler.stop_of(p.run_key) is None]
+    if todo:
+        if not ray.is_initialized():
+            start()
+        configs = {p.run_key: dataclasses.asdict(p.config) for p in todo}
+        trainable = live_trainable(configs, uri, metric, checkpoints, threads, env)
+        cpus = plan.spec.resources.cpus_per_run
+        with tempfile.TemporaryDirectory(prefix="isolab-tune-", dir=storage) as tune_dir:
+            tuner = tune.Tuner(
+                tune.with_resources(trainable, {"cpu": cpus}),
+                param_space={RUN_KEY: tune.grid_search(list(configs))},
+                tune_config=tune.TuneConfig(scheduler=scheduler, reuse_actors=True),
+                run_config=tune.RunConfig(
+                    storage_path=tune_dir,
+                    name="adaptive",
+                    verbose=0,
+                    log_to_file=False,
+                    checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+                ),
+            )
+            results = tuner.fit()
+        if results.errors:
+            raise RuntimeError(f"{len(results.errors)} run(s) failed: {results.errors[0]!r}")
+    return _summary(setting, points, scheduler, experiment, uri, metric)
+
+
+def _summary(
+    setting: dict,
+    points: list[GridPoint],
+    scheduler: LiveScheduler,
+    experiment: str,
+    uri: str,
+    metric: str,
+) -> SettingResult:
+    """Each arm's compute spent (the rollouts its runs logged last) and last seed-mean metric."""
+    from isolab.tracking import client, find_runs, mlflow_key
+
+    c = client(uri)
+    rows = []
+    for p in points:
+        runs = find_runs(experiment, uri, run_key=p.run_key)
+        spent = last = math.nan
+        if runs:
+            hist = c.get_metric_history(runs[0].info.run_id, ROLLOUTS)
+            spent = max((m.value for m in hist), default=0.0)
+            ys = c.get_metric_history(runs[0].info.run_id, mlflow_key(metric))
+            last = max(ys, key=lambda m: m.step).value if ys else math.nan
+        rows.append({"arm": scheduler.arm_of(p.run_key), "spent": spent, "last": last})
+    stops = scheduler.stops
+    arms = (
+        pl.DataFrame(rows)
+        .group_by("arm", maintain_order=True)
+        .agg(pl.len().alias("seeds"), pl.col("spent").sum(), pl.col("last").mean())
+        .with_columns(
+            pl.col("arm").replace_strict(
+                {a: s.C for a, s in stops.items()}, default=None, return_dtype=pl.Float64
+            ).alias("stopped_at"),
+            pl.col("arm").replace_strict(
+                {a: s.reason for a, s in stops.items()}, default="", return_dtype=pl.String
+            ).alias("reason"),
+        )
+        .sort("arm")
+    )  # fmt: skip
+    grid = float(sum(p.config.rollouts for p in points))
+    return SettingResult(setting, arms, scheduler.decisions, float(arms["spent"].sum()), grid)
+
+
+def run_adaptive(
+    plan: SweepPlan,
+    tracking_uri: str | None = None,
+    *,
+    rule: StoppingRule | None = None,
+    workers: int = 1,
+    storage: Path | None = None,
+    on_rung: Callable[[dict, float, RungDecision, set[str]], None] | None = None,
+) -> LiveReport:
+    """Run `plan` adaptively (module docstring) on a local Ray instance of `workers` CPUs;
+    `storage` holds the checkpoints (default ``$ISOLAB_CACHE/adaptive/<sweep>``).
+    `on_rung(setting, C, decision, stopped_arms)` as each rung is judged.
+
+    Raises:
+        ValueError: the plan cannot run adaptively (`check_adaptive`), or bad options.
+        RuntimeError: another runner holds the sweep, or runs failed.
+    """
+    import ray
+
+    from isolab.paths import cache_root
+    from isolab.sweep.point import worker_env
+    from isolab.sweep.ray_backend import start_local_ray
+    from isolab.sweep.resume import lease
+    from isolab.sweep.runner import _children_of, check_run
+    from isolab.tracking import client, resolve_uri, sweep_parent
+    from isolab.tracking.parents import finish_parent
+
+    rule = rule or StoppingRule()
+    check_run(plan, tracking_uri, workers=workers, backend="ray")
+    check_adaptive(plan)
+    uri = resolve_uri(tracking_uri)
+    spec = plan.spec
+    storage = Path(storage or cache_root() / "adaptive" / spec.name.replace("/", "-")).resolve()
+    storage.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    with lease(f"adaptive:{spec.name}", spec.name, uri) as mine:
+        if not mine:
+            raise RuntimeError(
+                f"sweep {spec.name}: another adaptive runner holds it on this store; wait for "
+                "it to end (or end it), then run this command again to resume."
+            )
+        parent = sweep_parent(spec.name, spec.name, uri)
+        client(uri).set_tag(parent, RULE_TAG, rule.text)
+        results: list[SettingResult] = []
+        threads = max(1, int(spec.resources.cpus_per_run))
+        with _children_of(parent):
+            env = worker_env()
+            # a paused run's actor trains the next run once its own run has let go of the model
+            # (Tune waits 2 s for that by default, then fails the next run)
+            os.environ.setdefault(THREAD_TIMEOUT_ENV, "120")
+            cpus = max(1, math.ceil(workers * spec.resources.cpus_per_run))
+            try:
+                for setting in settings_of(plan):
+                    points = [p for p in plan.points if all(
+                        p.values[a] == v for a, v in setting.items())]  # fmt: skip
+
+                    def judged(C, decision, stopped, setting=setting):
+                        if on_rung is not None:
+                            on_rung(setting, C, decision, stopped)
+
+                    results.append(
+                        _run_setting(
+                            setting,
+                            points,
+                            plan,
+                            uri,
+                            rule,
+                            storage,
+                            threads,
+                            env,
+                            judged,
+                            start=lambda: start_local_ray(ray, num_cpus=cpus),
+                        )
+                        # fmt: skip
+                    )
+            finally:
+                if ray.is_initialized():
+                    ray.shutdown()
+        report = LiveReport(results, time.perf_counter() - t0)
+        client(uri).set_tag(parent, FRACTION_TAG, f"{report.spent / report.grid:.4f}")
+        finish_parent(spec.name, parent, uri)
+    return report

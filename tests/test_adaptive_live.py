@@ -1,0 +1,92 @@
+"""A live adaptive sweep (issue 32): runs trained as Ray Tune trials, paused at each common
+checkpoint until the rung is judged, the stopped arms' runs KILLED with their reason, the rest
+resumed in the same MLflow run to the budget; run again, it trains nothing and stops the same."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from isolab import models
+from isolab.tracking import RUN_KEY_TAG, mlflow_key
+
+pytest.importorskip("ray", reason="ray is not installed (pip install -e '.[dev]')")
+
+SPEC = """\
+name: adaptive-smoke
+description: three arms at B_p = 2; the rank cut stops at least one at the second rung.
+base: {model: tiny-m, task: arithmetic, B_p: 2, eval_problems: 16, eval_k_samples: 4}
+axes:
+  n: [2, 4, 8]
+budget_rollouts: 64
+eval_points: 3
+"""
+
+
+def _runs(uri: str) -> list:
+    c = MlflowClient(uri)
+    exp = c.get_experiment_by_name("adaptive-smoke")
+    return [r for r in c.search_runs([exp.experiment_id]) if RUN_KEY_TAG in r.data.tags]
+
+
+def _rollouts(uri: str, run) -> list[int]:
+    history = MlflowClient(uri).get_metric_history(run.info.run_id, "compute/rollouts")
+    return sorted(int(m.value) for m in history)
+
+
+def test_an_adaptive_sweep_stops_arms_and_resumes_the_rest(cli, tmp_path: Path):
+    models.build("tiny-m")
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
+    # grace 1, rank cut η = 2: at C = 32 the worst of the 3 arms stops (whatever the rewards)
+    args = ("sweep", "adaptive", "spec.yaml", "--workers", "2", "--grace", "1", "--eta", "2")
+    first = cli(*args)
+    assert first.exit_code == 0, first.output
+    assert "rung C = 32" in first.output and "stopped n=" in first.output
+
+    runs = _runs(uri)
+    keys = [r.data.tags[RUN_KEY_TAG] for r in runs]
+    assert len(runs) == 3 and len(set(keys)) == 3  # one MLflow run per run, paused or not
+    stopped = [r for r in runs if "isolab.adaptive.stopped_at" in r.data.tags]
+    finished = [r for r in runs if r not in stopped]
+    assert stopped and finished
+    for r in stopped:  # ended at its rung, with the reason the scheduler gave
+        at = int(r.data.tags["isolab.adaptive.stopped_at"])
+        assert r.info.status == "KILLED" and at == 32
+        assert "ranked" in r.data.tags["isolab.adaptive.reason"]
+        assert max(_rollouts(uri, r)) == at
+    for r in finished:  # resumed after each rung, evaluated at every checkpoint, to the budget
+        assert r.info.status == "FINISHED" and max(_rollouts(uri, r)) == 64
+        evals = MlflowClient(uri).get_metric_history(r.info.run_id, mlflow_key("eval/avg@4"))
+        rollouts = dict(
+            (m.step, m.value)
+            for m in MlflowClient(uri).get_metric_history(r.info.run_id, "compute/rollouts")
+        )
+        assert sorted(rollouts[m.step] for m in evals) == [0, 16, 32, 64]
+    spent = sum(max(_rollouts(uri, r)) for r in runs)
+    assert f"compute {spent:,} of the full grid's 192 rollouts" in first.output
+    parent = MlflowClient(uri).search_runs(
+        [MlflowClient(uri).get_experiment_by_name("adaptive-smoke").experiment_id],
+        filter_string="tags.`isolab.adaptive.rule` != ''",
+    )
+    assert float(parent[0].data.tags["isolab.adaptive.compute_fraction"]) == pytest.approx(
+        spent / 192, abs=1e-4
+    )
+
+    again = cli(*args)  # resumed: nothing left to train, the same decisions from the store
+    assert again.exit_code == 0, again.output
+    assert len(_runs(uri)) == 3
+    def verdict(output: str) -> str:
+        return output.split("all: best arm")[1].split("done in")[0]
+
+    assert verdict(again.output) == verdict(first.output)
+
+
+def test_a_sweep_that_cannot_pause_is_refused(cli, tmp_path: Path):
+    (tmp_path / "spec.yaml").write_text(SPEC.replace("B_p: 2,", "B_p: 2, num_iterations: 2,"))
+    result = cli("sweep", "adaptive", "spec.yaml")
+    assert result.exit_code == 2
+    assert "num_iterations" in result.output and "set processes: 1" in result.output
+    assert not (tmp_path / "runs" / "mlflow.db").exists()
