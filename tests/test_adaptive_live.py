@@ -90,3 +90,18 @@ def test_a_sweep_that_cannot_pause_is_refused(cli, tmp_path: Path):
     assert result.exit_code == 2
     assert "num_iterations" in result.output and "set processes: 1" in result.output
     assert not (tmp_path / "runs" / "mlflow.db").exists()
+
+
+def test_a_sweep_another_runner_holds_is_refused(cli, tmp_path: Path):
+    from isolab.sweep import SweepSpec, plan_sweep, split_sizes
+    from isolab.tracking import leases
+
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    spec = SweepSpec.from_yaml(tmp_path / "spec.yaml")
+    key = plan_sweep(spec, split_sizes(spec)).points[0].run_key
+    uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
+    with leases.lease("adaptive-smoke", [key], uri) as held:
+        assert held
+        result = cli("sweep", "adaptive", "spec.yaml")
+    assert result.exit_code == 1
+    assert "another runner holds some of its runs" in result.output

@@ -112,6 +112,15 @@ CASES = [
         ["2 finished, 0 failed"],
         lambda p: _finished_runs(p, "readme-sweep"),
     ),
+    # on the store the row above filled: both runs FINISHED, so it trains nothing and judges
+    # their saved checkpoints (two rungs, grace 2: nothing stopped); the live path is
+    # tests/test_adaptive_live.py's
+    Case(
+        "sweep adaptive",
+        ["sweep", "adaptive", "sweep.yaml"],
+        ["best arm n=", "compute 32 of the full grid's 32 rollouts (100%)"],
+        lambda p: _finished_runs(p, "readme-sweep"),
+    ),
     Case(
         "runs export",
         ["runs", "export", "readme-sweep", "exported"],

@@ -16,12 +16,12 @@ SCHEDULED; a stopped run is KILLED with the tags `isolab.adaptive.stopped_at` (t
 rollouts) and `isolab.adaptive.reason` (`judge_rung`'s reason); a run that reached its budget is
 FINISHED. The parent gets `isolab.adaptive.rule` and `isolab.adaptive.compute_fraction`.
 
-Resuming: the sweep holds a lease (`isolab.sweep.resume.lease`), so a second runner on the same
-spec and store refuses to start. Run again after a crash or Ctrl-C, it reads the store: FINISHED
-and stopped runs are done, and their evaluations are given to the scheduler (`preload`), which
-judges their rungs again to the same decisions; a run with a checkpoint copy carries on from it
-in its MLflow run (evaluations it logged after that checkpoint are logged again, at the same
-steps); any other run starts over.
+Resuming: the sweep holds the lease on all its runs (`isolab.tracking.leases`) while it runs,
+so a second runner on the same spec and store, adaptive or not, leaves them alone. Run again
+after a crash or Ctrl-C, it reads the store: FINISHED and stopped runs are done, and their
+evaluations are given to the scheduler (`preload`), which judges their rungs again to the same
+decisions; a run with a checkpoint copy carries on from it in its MLflow run (evaluations it
+logged after that checkpoint are logged again, at the same steps); any other run starts over.
 """
 
 from __future__ import annotations
@@ -422,9 +422,8 @@ def run_adaptive(
     from isolab.paths import cache_root
     from isolab.sweep.point import worker_env
     from isolab.sweep.ray_backend import start_local_ray
-    from isolab.sweep.resume import lease
     from isolab.sweep.runner import _children_of, check_run
-    from isolab.tracking import client, resolve_uri, sweep_parent
+    from isolab.tracking import client, leases, resolve_uri, sweep_parent
     from isolab.tracking.parents import finish_parent
 
     rule = rule or StoppingRule()
@@ -435,11 +434,14 @@ def run_adaptive(
     storage = Path(storage or cache_root() / "adaptive" / spec.name.replace("/", "-")).resolve()
     storage.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    with lease(f"adaptive:{spec.name}", spec.name, uri) as mine:
+    # the lease on every run of the sweep, held by this process for the whole sweep (a paused
+    # run belongs to it too): another runner of the spec, adaptive or not, leaves them alone
+    keys = [p.run_key for p in plan.points]
+    with leases.lease(spec.name, keys, uri, label=f"adaptive sweep {spec.name}") as mine:
         if not mine:
             raise RuntimeError(
-                f"sweep {spec.name}: another adaptive runner holds it on this store; wait for "
-                "it to end (or end it), then run this command again to resume."
+                f"sweep {spec.name}: another runner holds some of its runs on this store; wait "
+                "for it to end (or end it), then run this command again to resume."
             )
         parent = sweep_parent(spec.name, spec.name, uri)
         client(uri).set_tag(parent, RULE_TAG, rule.text)
