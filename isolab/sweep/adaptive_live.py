@@ -98,6 +98,14 @@ class LiveReport:
         return sum(s.grid for s in self.settings)
 
 
+def quiet_tune() -> None:
+    """The sweep prints its rungs' decisions (`on_rung`); Tune's own tables and its warnings
+    about checkpoint syncs (one per rung here, by design) are left out."""
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # verbose=0 then prints nothing
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    logging.getLogger("ray.tune").setLevel(logging.WARNING)
+
+
 def check_adaptive(plan: SweepPlan) -> None:
     """Refuse a sweep the live adaptive runner cannot run, naming the field and the fix."""
     for p in plan.points:
@@ -209,6 +217,8 @@ class LiveScheduler(AdaptiveScheduler):
         return decision
 
     def _judge(self, i: int) -> None:
+        if i == len(self.rungs) - 1:  # the budget: every live run has ended, nothing to stop
+            return
         before = set(self.stops)
         super()._judge(i)
         for arm in set(self.stops) - before:
@@ -452,6 +462,7 @@ def run_adaptive(
             # a paused run's actor trains the next run once its own run has let go of the model
             # (Tune waits 2 s for that by default, then fails the next run)
             os.environ.setdefault(THREAD_TIMEOUT_ENV, "120")
+            quiet_tune()
             cpus = max(1, math.ceil(workers * spec.resources.cpus_per_run))
             try:
                 for setting in settings_of(plan):
