@@ -173,6 +173,17 @@ class _Marks:
             with contextlib.suppress(Exception):  # a status for the UI: never fatal
                 self.client.update_run(run_id, status=SCHEDULED)
 
+    def interrupted(self, run_keys: list[str]) -> None:
+        """Runs cut short by Ctrl-C end KILLED (their checkpoint copies stay: a rerun carries
+        on from them, in the same MLflow run)."""
+        for run_key in run_keys:
+            run_id = self.run_id(run_key)
+            if run_id is not None and self.client.get_run(run_id).info.status in (
+                "RUNNING",
+                SCHEDULED,
+            ):
+                self.client.set_terminated(run_id, status=KILLED)
+
     def stopped(self, arm: str, stop: Stop) -> None:
         for run_key in self.arm_runs[arm]:
             run_id = self.run_id(run_key)
@@ -366,6 +377,12 @@ def _run_setting(
             results = tuner.fit()
         if results.errors:
             raise RuntimeError(f"{len(results.errors)} run(s) failed: {results.errors[0]!r}")
+        # Tune ends its loop on Ctrl-C itself and returns: runs neither ended nor stopped mean
+        # the sweep was interrupted (paused runs keep their checkpoints for the rerun)
+        cut = [k for k in configs if k not in scheduler._ended and scheduler.stop_of(k) is None]
+        if cut:
+            marks.interrupted(cut)
+            raise KeyboardInterrupt
     return _summary(setting, points, scheduler, experiment, uri, metric)
 
 
