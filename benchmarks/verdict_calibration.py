@@ -36,12 +36,12 @@ from collections import Counter
 from pathlib import Path
 
 import polars as pl
-from scipy import stats
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from isolab import study  # noqa: E402
+from isolab.metrics import clopper_pearson_upper  # noqa: E402
 from isolab.verdicts.calibration import (  # noqa: E402
     PLANNED_SWEEPS,
     PLANTS,
@@ -66,7 +66,7 @@ def design(study_name: str, scale: str = "cpu") -> dict[str, pl.DataFrame]:
 
 def upper_bound(calls: int, sims: int) -> float:
     """One-sided 95% Clopper–Pearson upper bound of a rate seen `calls` times in `sims`."""
-    return 1.0 if calls >= sims else float(stats.beta.ppf(0.95, calls + 1, sims - calls))
+    return clopper_pearson_upper(calls, sims)
 
 
 def false_calls(claim_id: str, calls: Counter) -> int:

@@ -118,3 +118,15 @@ def metrics_from_counts(
         out[eval_metric("best", k)] = float(np.mean(best_at_k(n_samples, arr, k)))
         out[eval_metric("worst", k)] = float(np.mean(worst_at_k(n_samples, arr, k)))
     return out
+
+
+def clopper_pearson_upper(k: int, n: int, level: float = 0.95, *, two_sided: bool = False) -> float:
+    """Clopper–Pearson upper bound of a rate seen k times in n trials: one-sided at `level`
+    (how often a calibrated test calls a false effect, at most), or the upper end of the
+    two-sided `level` interval."""
+    from scipy import stats  # scipy is slow to import: only where a bound is asked for
+
+    if not 0 <= k <= n or n < 1:
+        raise ValueError(f"k = {k}, n = {n}: need 0 ≤ k ≤ n and n ≥ 1.")
+    q = 1 - (1 - level) / 2 if two_sided else level
+    return 1.0 if k >= n else float(stats.beta.ppf(q, k + 1, n - k))

@@ -45,3 +45,17 @@ def test_metrics_names_and_ordering():
 def test_k_above_samples_is_an_error():
     with pytest.raises(ValueError, match="k ≤ n"):
         best_at_k(2, 1, 4)
+
+
+def test_clopper_pearson_bounds_have_their_closed_form_at_zero():
+    # no event in n: the one-sided bound solves (1 − p)^n = 1 − level, the two-sided one at
+    # (1 − level)/2; the calibrations' and the adaptive sweep's bounds are this one function
+    from isolab.metrics import clopper_pearson_upper
+
+    n = 200
+    assert clopper_pearson_upper(0, n) == pytest.approx(1 - 0.05 ** (1 / n))
+    assert clopper_pearson_upper(0, n, two_sided=True) == pytest.approx(1 - 0.025 ** (1 / n))
+    assert clopper_pearson_upper(2, n) < clopper_pearson_upper(2, n, two_sided=True) < 0.04
+    assert clopper_pearson_upper(n, n) == 1.0
+    with pytest.raises(ValueError, match="k = 3, n = 2"):
+        clopper_pearson_upper(3, 2)

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-from scipy import stats
 
+from isolab import metrics
 from isolab.frontier.validate import (
     ALLOCATION,
     WITHIN_SE,
@@ -379,7 +379,7 @@ class Calibration:
 
 def clopper_pearson_upper(k: int, n: int, level: float = 0.95) -> float:
     """Upper end of the two-sided `level` Clopper–Pearson interval of k successes in n."""
-    return 1.0 if k >= n else float(stats.beta.ppf(1 - (1 - level) / 2, k + 1, n - k))
+    return metrics.clopper_pearson_upper(k, n, level, two_sided=True)
 
 
 def calibrate(

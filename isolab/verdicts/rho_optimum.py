@@ -40,6 +40,7 @@ import numpy as np
 import polars as pl
 from scipy import special, stats
 
+from isolab.metrics import clopper_pearson_upper
 from isolab.table import final_rows
 from isolab.verdicts.result import ALPHA, StatResult, t_quantile
 from isolab.verdicts.verdict import decide
@@ -407,8 +408,8 @@ def rho_world(
 
 def upper_bound(calls: int, worlds: int, level: float = 0.95) -> float:
     """One-sided Clopper–Pearson upper bound at `level` of a rate seen `calls` times in
-    `worlds` (the benchmark's `upper_bound`)."""
-    return 1.0 if calls >= worlds else float(stats.beta.ppf(level, calls + 1, worlds - calls))
+    `worlds` (`isolab.metrics.clopper_pearson_upper`)."""
+    return clopper_pearson_upper(calls, worlds, level)
 
 
 @dataclass(frozen=True)
