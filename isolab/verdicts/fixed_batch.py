@@ -52,8 +52,15 @@ def _crossed(rows: pl.DataFrame, stratum: str, member: str) -> bool:
     """Every member of every stratum ran the same seeds."""
     if rows["seed"].n_unique() < 2:
         return False
-    seeds = rows.group_by(stratum, member).agg(pl.col("seed").unique().sort().alias("s"))
-    return seeds.group_by(stratum).agg(pl.col("s").n_unique().alias("k"))["k"].max() == 1
+    seeds = rows.group_by(stratum, member, maintain_order=True).agg(
+        pl.col("seed").unique().sort().alias("s")
+    )
+    return (
+        seeds.group_by(stratum, maintain_order=True)
+        .agg(pl.col("s").n_unique().alias("k"))["k"]
+        .max()
+        == 1
+    )
 
 
 def _slopes_within(rows: pl.DataFrame, metric: str, stratum: str, x: str) -> pl.DataFrame:
@@ -63,12 +70,12 @@ def _slopes_within(rows: pl.DataFrame, metric: str, stratum: str, x: str) -> pl.
     crossed = _crossed(rows, stratum, x)
     if not crossed:
         rows = (
-            rows.group_by(stratum, x, "lc")
+            rows.group_by(stratum, x, "lc", maintain_order=True)
             .agg(pl.col(metric).mean())
             .with_columns(seed=pl.lit("mean"))
         )
     out = []
-    for (s, seed, lc), g in rows.group_by([stratum, "seed", "lc"]):
+    for (s, seed, lc), g in rows.group_by([stratum, "seed", "lc"], maintain_order=True):
         lx = np.log2(g[x].to_numpy().astype(float))
         if len(np.unique(lx)) < 2:
             continue
@@ -119,7 +126,11 @@ def advantage_trend(df: pl.DataFrame, metric: str, power: int = 1) -> StatResult
     given (an `inconclusive`), with the turning point in the note."""
     rows = _rows(df, metric)
     runs = rows["run_key"].n_unique() if "run_key" in rows.columns else 0
-    strata = rows.group_by("B").agg(pl.col("n").n_unique().alias("k")).filter(pl.col("k") > 1)
+    strata = (
+        rows.group_by("B", maintain_order=True)
+        .agg(pl.col("n").n_unique().alias("k"))
+        .filter(pl.col("k") > 1)
+    )
     rows = rows.filter(pl.col("B").is_in(strata["B"].to_list()))
     test = (
         f"fixed-B strata ({', '.join(str(b) for b in sorted(strata['B'].to_list()))}): per "
@@ -187,7 +198,11 @@ def bp_equivalence(
         f"per split × n × seed, the slope of {metric} in log2 B_p averaged over the checkpoints "
         f"(matched n and C); two one-sided tests of equivalence within ±{margin}"
     )
-    both = rows.group_by("n").agg(pl.col("B_p").n_unique().alias("k")).filter(pl.col("k") > 1)
+    both = (
+        rows.group_by("n", maintain_order=True)
+        .agg(pl.col("B_p").n_unique().alias("k"))
+        .filter(pl.col("k") > 1)
+    )
     rows = rows.filter(pl.col("n").is_in(both["n"].to_list()))
     if not rows.height:
         return StatResult.refused("no n run with two values of B_p", runs, test)
@@ -203,7 +218,7 @@ def bp_equivalence(
     slopes = _slopes_within(rows, metric, "unit", "B_p")
     if not slopes.height:
         return StatResult.refused("no checkpoint where two B_p of one n met", runs, test)
-    per_unit = slopes.group_by("unit", "seed").agg(pl.col("slope").mean())
+    per_unit = slopes.group_by("unit", "seed", maintain_order=True).agg(pl.col("slope").mean())
     units = per_unit["slope"].to_numpy()
     U = len(units)
     if U < 3:
@@ -225,6 +240,8 @@ def bp_equivalence(
 
 def _n_spread(rows: pl.DataFrame, metric: str) -> float:
     keys = ["split"] if "split" in rows.columns else []
-    cells = rows.group_by(*keys, "n", "B_p", "lc").agg(pl.col(metric).mean())
-    spread = cells.group_by(*keys, "B_p", "lc").agg(pl.col(metric).max() - pl.col(metric).min())
+    cells = rows.group_by(*keys, "n", "B_p", "lc", maintain_order=True).agg(pl.col(metric).mean())
+    spread = cells.group_by(*keys, "B_p", "lc", maintain_order=True).agg(
+        pl.col(metric).max() - pl.col(metric).min()
+    )
     return as_float(spread[metric].mean()) if spread.height else math.nan

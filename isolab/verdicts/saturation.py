@@ -108,7 +108,7 @@ def _pooled(slopes: list[pl.DataFrame]) -> tuple[float, int]:
         if not s.height:
             continue
         cfg = [c for c in ("n", "B_p", "points") if c in s.columns]
-        for _, g in s.group_by(cfg):
+        for _, g in s.group_by(cfg, maintain_order=True):
             v = g["slope"].to_numpy()
             if len(v) > 1:
                 ss += float(np.sum((v - v.mean()) ** 2))

@@ -110,7 +110,8 @@ def _saturation(rep: Report, cut: pl.DataFrame) -> None:
     rep.figures["saturation"] = plots.tidy(fig)
     leader = (
         cut.filter((pl.col(X) > 0) & pl.col(Y).is_finite())
-        .sort(Y, descending=True).group_by(X).first().sort(X)
+        .sort([Y, "n"], descending=[True, False]).group_by(X, maintain_order=True).first()
+        .sort(X)
         .select(X, "n", Y)
     )  # fmt: skip
     rep.tables["cut_pool_leader"] = leader

@@ -33,10 +33,11 @@ def changed_settings(main: pl.DataFrame, arm: pl.DataFrame) -> dict[str, tuple[A
 
 
 def best_n(df: pl.DataFrame) -> pl.DataFrame:
-    """Per split and checkpoint, the n (with its B_p) of the best seed-mean final metric."""
+    """Per split and checkpoint, the n (with its B_p) of the best seed-mean final metric; of
+    tied arms (every arm at C = 0: the base model) the smallest n, then B_p."""
     means = df.group_by("split", ROLLOUTS, "n", "B_p").agg(pl.col(EVAL_AVG).mean())
     return (
-        means.sort(EVAL_AVG, descending=True)
+        means.sort([EVAL_AVG, "n", "B_p"], descending=[True, False, False])
         .group_by("split", ROLLOUTS, maintain_order=True)
         .first()
         .sort("split", ROLLOUTS)
