@@ -351,8 +351,8 @@ def adaptive_cmd(
     for r in report.settings:
         where = ", ".join(f"{k}={v}" for k, v in r.setting.items()) or "all"
         console.print(
-            f"{safe(where)}: best arm {r.best} · compute {r.spent:,.0f} of the full grid's "
-            f"{r.grid:,.0f} rollouts ({r.fraction:.0%})"
+            f"{safe(where)}: {safe(r.best_text(plan.spec.metric))} · compute {r.spent:,.0f} of "
+            f"the full grid's {r.grid:,.0f} rollouts ({r.fraction:.0%})"
         )
         for a in r.arms.iter_rows(named=True):
             state = (

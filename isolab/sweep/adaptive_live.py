@@ -42,8 +42,8 @@ from typing import Any
 import polars as pl
 
 from isolab.config import RunConfig
-from isolab.frontier.validate import ALLOCATION
-from isolab.sweep.adaptive import RungDecision, StoppingRule, arm_label
+from isolab.frontier.validate import ALLOCATION, WITHIN_SE
+from isolab.sweep.adaptive import RungDecision, StoppingRule, arm_label, judge_rung
 from isolab.sweep.adaptive_tune import EVAL_SIZE, AdaptiveScheduler, Stop
 from isolab.sweep.plan import GridPoint, SweepPlan
 from isolab.table import RUN_KEY
@@ -72,16 +72,29 @@ class SettingResult:
     decisions: list[RungDecision]
     spent: float
     grid: float
+    #: The arms that reached the budget, judged there (``mean``, ``se``, ``gap``, best first).
+    final: RungDecision | None = None
+
+    def best_text(self, y: str) -> str:
+        """The best arm at the budget with its interval (± 2 SE) and the arms within noise."""
+        if self.final is None:
+            return "no arm reached the budget"
+        a = self.final.arms
+        best = a.row(0, named=True)
+        near = a.slice(1).filter(pl.col("gap") <= pl.col("threshold"))
+        label = arm_label(best, ALLOCATION)
+        text = (
+            f"best arm {label}: {y} {best['mean']:.3f} ± {WITHIN_SE * best['se']:.3f} "
+            f"({WITHIN_SE:g} SE, {best['seeds']} seed(s), noise: {self.final.noise.source})"
+        )
+        if near.height:
+            labels = [arm_label(r, ALLOCATION) for r in near.iter_rows(named=True)]
+            text += "; within noise of it: " + ", ".join(labels)
+        return text
 
     @property
     def fraction(self) -> float:
         return self.spent / self.grid if self.grid else math.nan
-
-    @property
-    def best(self) -> str | None:
-        """The best arm among those that reached the budget (None: none did)."""
-        done = self.arms.filter(pl.col("stopped_at").is_null())
-        return None if done.is_empty() else done.sort("last", descending=True)["arm"][0]
 
 
 @dataclass(frozen=True)
@@ -424,7 +437,16 @@ def _summary(
         .sort("arm")
     )  # fmt: skip
     grid = float(sum(p.config.rollouts for p in points))
-    return SettingResult(setting, arms, scheduler.decisions, float(arms["spent"].sum()), grid)
+    budget = scheduler.rungs[-1]
+    rows = [r for r in scheduler._rows if r[scheduler.x] == budget]
+    final = None
+    if rows:  # the budget's rung, judged as `recommend` calls options within noise
+        within = StoppingRule(z=WITHIN_SE, grace=0)
+        final = judge_rung(
+            pl.DataFrame(rows), within, y=scheduler.y, x=scheduler.x, config=ALLOCATION
+        )
+    spent = float(arms["spent"].sum())
+    return SettingResult(setting, arms, scheduler.decisions, spent, grid, final)
 
 
 def run_adaptive(
