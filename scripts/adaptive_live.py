@@ -25,6 +25,7 @@ from pathlib import Path
 import polars as pl
 
 from isolab.sweep.adaptive import StoppingRule, _arm_label, replay
+from isolab.table import as_float
 from isolab.tracking.runs import load_runs
 from isolab.vocab import DEFAULT_X, DEFAULT_Y
 
@@ -41,7 +42,7 @@ def main() -> None:
         pl.col("split") == "easy"
     )
     live = load_runs(args.snapshot, statuses=None).filter(pl.col("split") == "easy")
-    budget = float(grid[x].max())
+    budget = as_float(grid[x].max())
     grid, live = (d.filter(pl.col(x) > 0).with_columns(arm=_arm_label(CFG)) for d in (grid, live))
     r = replay(grid, StoppingRule())
 
@@ -68,8 +69,8 @@ def main() -> None:
             f"| {C:,.0f} | {p['grid_best']} | {'yes' if p['resolved'] else 'no'} | {best} | "
             f"{'yes' if ok else 'NO'} | {means.height} |"
         )
-    spent = ends["end"].sum()
-    full = grid.group_by("arm", "seed").agg(pl.col(x).max())[x].sum()
+    spent = as_float(ends["end"].sum())
+    full = as_float(grid.group_by("arm", "seed").agg(pl.col(x).max())[x].sum())
     print(
         f"\nlive: {spent:,.0f} of the grid's {full:,.0f} rollouts ({spent / full:.1%}); "
         f"replay of the same rule on the grid's curves: {r.fraction:.1%}"

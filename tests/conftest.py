@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 LONG_FIRST = (
     "test_readme_commands.py", "test_notebooks.py", "test_sweep_interrupts.py",
     "test_ui_browser.py", "test_vllm.py", "test_sweep_run.py", "test_verdicts.py",
-    "test_study.py", "test_install.py", "test_adaptive_tune.py",
+    "test_study.py", "test_adaptive_live.py", "test_install.py", "test_adaptive_tune.py",
 )  # fmt: skip
 
 

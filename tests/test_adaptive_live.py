@@ -78,6 +78,7 @@ def test_an_adaptive_sweep_stops_arms_and_resumes_the_rest(cli, tmp_path: Path):
     again = cli(*args)  # resumed: nothing left to train, the same decisions from the store
     assert again.exit_code == 0, again.output
     assert len(_runs(uri)) == 3
+
     def verdict(output: str) -> str:
         return output.split("all: best arm")[1].split("done in")[0]
 

@@ -310,9 +310,12 @@ def _store_state(
     todo: list[GridPoint] = []
     for p in points:
         runs = find_runs(experiment, uri, run_key=p.run_key)
-        run = runs[0] if runs else None
-        status = run.info.status if run else None
-        stopped = run is not None and STOPPED_AT_TAG in run.data.tags
+        if not runs:
+            todo.append(p)
+            continue
+        run = runs[0]
+        status = run.info.status
+        stopped = STOPPED_AT_TAG in run.data.tags
         upto = math.inf
         if status == FINISHED or stopped:
             ended.add(p.run_key)
@@ -320,9 +323,9 @@ def _store_state(
             todo.append(p)
             keep = checkpoints / p.run_key
             saved = read_state(keep) if (keep / "isolab_state.json").exists() else None
-            if saved is None or run is None or saved["run_id"] != run.info.run_id:
+            if saved is None or saved["run_id"] != run.info.run_id:
                 shutil.rmtree(keep, ignore_errors=True)  # starts over: a new MLflow run
-                if run is not None and status in ("RUNNING", SCHEDULED):
+                if status in ("RUNNING", SCHEDULED):
                     c.set_terminated(run.info.run_id, status=KILLED)
                 continue
             upto = saved["step"]

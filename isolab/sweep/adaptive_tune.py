@@ -182,9 +182,11 @@ class AdaptiveScheduler(FIFOScheduler):
             and self._last[key] >= self.rungs[self._next]
         )
 
-    def _judge_ready(self, tune_controller: TuneController, current: Trial) -> None:
+    def _judge_ready(self, tune_controller: TuneController | None, current: Trial | None) -> None:
         """Judge every rung whose live runs have all passed it, in order; stop the paused
-        trials of the arms stopped (the current trial gets its STOP from `on_trial_result`)."""
+        trials of the arms stopped (the current trial gets its STOP from `on_trial_result`).
+        Without a controller (before Tune starts: runs preloaded from the store) it only
+        judges."""
         if self._judging:  # stop_trial below calls on_trial_remove back
             return
         self._judging = True
@@ -195,7 +197,8 @@ class AdaptiveScheduler(FIFOScheduler):
             for key, trial in self._trials.items():
                 if trial is current or self._live(key):
                     continue
-                if trial.status in (Trial.PAUSED, Trial.PENDING) or trial.is_saving:
+                paused = trial.status in (Trial.PAUSED, Trial.PENDING) or trial.is_saving
+                if paused and tune_controller is not None:
                     tune_controller.stop_trial(trial)
         finally:
             self._judging = False
