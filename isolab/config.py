@@ -109,8 +109,10 @@ class RunConfig:
         eval_sets: more evaluation sets, name → set, each evaluated beside the validation split
             at the same checkpoints (`eval_problems` problems × `eval_k_samples`) and logged as
             `eval-<name>/avg@4` …: a built-in task (`gsm8k`: its test problems), arithmetic with
-            other knobs (`arithmetic:max_digits=4,max_terms=3`, a shifted distribution), or a
-            task card's path (its validation set). Names: lower-case letters, digits, `_`.
+            other knobs (`arithmetic:max_digits=4,max_terms=3`, a shifted distribution), a
+            task card's path (its validation set), or `train`: the first `eval_problems` of the
+            run's own training problems (per-problem curves on what it trains on). Names:
+            lower-case letters, digits, `_`.
         pool_size: size of the problem pool that difficulty labelling draws from.
         train_limit: train on the first this many problems of the split only (None = all), so
             that a finite pool saturates sooner; validation problems are unchanged.
@@ -445,7 +447,7 @@ def _check_reward(reward: str, extra: dict[str, Any]) -> None:
 
 
 def _check_eval_sets(sets: dict[str, str]) -> None:
-    from isolab.tasks import check_task, parse_eval_set
+    from isolab.tasks import TRAIN_SAMPLE, check_task, parse_eval_set
 
     for name, spec in sets.items():
         if not _EVAL_SET_NAME.match(name):
@@ -453,6 +455,8 @@ def _check_eval_sets(sets: dict[str, str]) -> None:
                 f"eval_sets.{brief(name)}: name a set with lower-case letters, digits and _ "
                 "(it becomes the metric prefix eval-<name>/)"
             )
+        if spec == TRAIN_SAMPLE:  # the run's own training problems: nothing to load
+            continue
         try:
             task, _ = parse_eval_set(spec)
             check_task(task)

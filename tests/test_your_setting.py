@@ -374,7 +374,7 @@ def test_more_evaluation_sets_log_under_their_own_prefix(tracking_uri, isolab_ca
         M=2,
         eval_problems=48,
         eval_k_samples=4,
-        eval_sets={"shifted": "arithmetic:min_digits=4,max_digits=5"},
+        eval_sets={"shifted": "arithmetic:min_digits=4,max_digits=5", "seen": "train"},
     )
     result = train(cfg, tracking_uri=tracking_uri)
     assert result.status == "FINISHED"
@@ -388,6 +388,17 @@ def test_more_evaluation_sets_log_under_their_own_prefix(tracking_uri, isolab_ca
     )
     counts = json.loads(Path(local).read_text())
     assert len(counts["problem_ids"]) == 48 and set(counts["correct_counts_by_step"]) == {"0", "2"}
+    # `train`: the first 48 of the run's own training problems, at the same checkpoints
+    from isolab.difficulty import load_or_label
+
+    assert runs["eval-seen/avg@4"].null_count() == 0
+    local = mlflow.MlflowClient(tracking_uri).download_artifacts(
+        result.run_id, "eval-seen/per_problem_counts.json"
+    )
+    seen = json.loads(Path(local).read_text())
+    trained = load_or_label("tiny-m", "arithmetic", pool_size=cfg.pool_size).train("easy")
+    assert seen["problem_ids"] == [p.id for p in trained[:48]]
+    assert set(seen["correct_counts_by_step"]) == {"0", "2"}
 
 
 def test_an_eval_set_that_cannot_load_is_refused():

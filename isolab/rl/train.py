@@ -45,7 +45,7 @@ from isolab.rl.trainer import (
     read_state,
     timed_reward,
 )
-from isolab.tasks import Task, eval_set_problems
+from isolab.tasks import TRAIN_SAMPLE, Task, eval_set_problems
 from isolab.tasks.base import as_text
 from isolab.tracking import BASE_DIGEST_TAG, PARENT_ENV, RunLogger
 from isolab.tracking.describe import point_name
@@ -209,7 +209,9 @@ def train(
     torch.manual_seed(cfg.seed)
     model, tok, task, train_problems, val_problems = prepare(cfg)
     eval_sets = {  # before the run exists: a set that cannot load leaves no run
-        name: eval_set_problems(spec, task.style, cfg.eval_problems, cfg.data_dir)
+        name: (task, train_problems[: cfg.eval_problems])
+        if spec == TRAIN_SAMPLE
+        else eval_set_problems(spec, task.style, cfg.eval_problems, cfg.data_dir)
         for name, spec in cfg.eval_sets.items()
     }
     max_new = cfg.max_completion_tokens

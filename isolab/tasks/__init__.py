@@ -106,6 +106,11 @@ def _module(name: str):
 EVAL_SET_SEED = 1_000_003
 
 
+#: The evaluation set of a run's own training problems (the first `eval_problems` of them,
+#: the ones a `train_limit` keeps first): per-problem curves on problems the run trains on.
+TRAIN_SAMPLE = "train"
+
+
 def parse_eval_set(spec: str) -> tuple[str, dict[str, int]]:
     """`arithmetic:max_digits=4,max_terms=3` → ("arithmetic", {knob: value}); a task name or a
     card path → (it, {}). Knobs are `ArithmeticSpec`'s, for arithmetic only (ValueError)."""
