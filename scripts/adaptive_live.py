@@ -24,7 +24,7 @@ from pathlib import Path
 
 import polars as pl
 
-from isolab.sweep.adaptive import StoppingRule, _arm_label, replay
+from isolab.sweep.adaptive import StoppingRule, arm_label_expr, replay
 from isolab.table import as_float
 from isolab.tracking.runs import load_runs
 from isolab.vocab import DEFAULT_X, DEFAULT_Y
@@ -43,7 +43,9 @@ def main() -> None:
     )
     live = load_runs(args.snapshot, statuses=None).filter(pl.col("split") == "easy")
     budget = as_float(grid[x].max())
-    grid, live = (d.filter(pl.col(x) > 0).with_columns(arm=_arm_label(CFG)) for d in (grid, live))
+    grid, live = (
+        d.filter(pl.col(x) > 0).with_columns(arm=arm_label_expr(CFG)) for d in (grid, live)
+    )
     r = replay(grid, StoppingRule())
 
     ends = live.group_by("arm", "seed").agg(pl.col(x).max().alias("end"))

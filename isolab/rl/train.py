@@ -40,6 +40,7 @@ from isolab.rl.rewards import get_rewards
 from isolab.rl.trainer import (
     Checkpointing,
     Suspended,
+    check_checkpointable,
     make_callback,
     make_trainer_class,
     read_state,
@@ -197,12 +198,8 @@ def train(
         )
     main = ranks.is_main()  # the first process logs and evaluates; each trains on its slice
     resume_from = checkpointing.resume_from if checkpointing else None
-    if checkpointing is not None and (cfg.processes > 1 or cfg.num_iterations > 1):
-        raise ValueError(
-            f"processes = {cfg.processes}, num_iterations = {cfg.num_iterations}: a run "
-            "suspended at its evaluations (an adaptive sweep) runs on one process with one "
-            "update per batch; set processes: 1 and num_iterations: 1, or run the full grid."
-        )
+    if checkpointing is not None:
+        check_checkpointable(cfg)
     resumed = read_state(resume_from) if resume_from is not None else None
     t0 = time.perf_counter()
     engine = engines.engine(cfg)

@@ -255,6 +255,18 @@ class Checkpointing:
     resume_from: Path | None = None
 
 
+def check_checkpointable(cfg: RunConfig) -> None:
+    """A run suspended at its evaluations runs on one process with one update per batch: a
+    suspension would lose TRL's generations buffered for the next updates."""
+    if cfg.processes > 1 or cfg.num_iterations > 1:
+        raise ValueError(
+            f"processes = {cfg.processes}, num_iterations = {cfg.num_iterations}: a run "
+            "suspended at its evaluations (an adaptive sweep) runs on one process with one "
+            "update per batch; set processes: 1 and num_iterations: 1, or run the full grid "
+            "(isolab sweep run)."
+        )
+
+
 def read_state(checkpoint: Path) -> dict[str, Any]:
     """isolab's state saved in a checkpoint directory (`STATE_FILE`)."""
     path = Path(checkpoint) / STATE_FILE

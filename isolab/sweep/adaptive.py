@@ -196,7 +196,7 @@ def arm_label(row: dict, cfg: Sequence[str]) -> str:
     return ",".join(f"{c}={row[c]}" for c in cfg if c != "M")
 
 
-def _arm_label(cfg: Sequence[str]) -> pl.Expr:
+def arm_label_expr(cfg: Sequence[str]) -> pl.Expr:
     """`arm_label` as a column expression."""
     return pl.concat_str(
         [pl.format("{}={}", pl.lit(c), pl.col(c)) for c in cfg if c != "M"], separator=","
@@ -220,7 +220,7 @@ def replay(
     require(df, x, y, "n")
     cfg = [c for c in config if c in df.columns]
     key = run_column(df)
-    trained = df.filter(pl.col(x) > 0).with_columns(arm=_arm_label(cfg))
+    trained = df.filter(pl.col(x) > 0).with_columns(arm=arm_label_expr(cfg))
     if trained.height == 0:
         raise ValueError(f"no evaluation with {x} > 0: nothing to replay.")
     stopped: dict[str, tuple[float, str]] = {}
@@ -340,7 +340,7 @@ def planted_world(
     key = run_column(df)
     d = df.filter(pl.col(x) > 0).sort(key, x)
     truth = d.with_columns(pl.col(y).mean().over(*cfg, x).alias("_truth"))
-    truth = truth.with_columns(_arm=_arm_label(cfg))
+    truth = truth.with_columns(_arm=arm_label_expr(cfg))
     end = truth.filter(pl.col(x) == pl.col(x).max()).group_by("_arm").agg(pl.col("_truth").first())
     end = end.sort("_truth", descending=True)
     best = best or end["_arm"][0]
@@ -400,7 +400,7 @@ def calibrate(
     rng = np.random.default_rng(seed)
     noise = measured_noise(df, x=x, y=y, config=config)
     cfg = [c for c in config if c in df.columns]
-    arms = df.select(_arm_label(cfg)).unique().to_series().sort()
+    arms = df.select(arm_label_expr(cfg)).unique().to_series().sort()
     dropped, fractions = 0, []
     for _ in range(worlds):
         best = str(rng.choice(arms.to_list())) if random_best else None

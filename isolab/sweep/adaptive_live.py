@@ -43,6 +43,7 @@ import polars as pl
 
 from isolab.config import RunConfig
 from isolab.frontier.validate import ALLOCATION, WITHIN_SE
+from isolab.rl.trainer import STATE_FILE, check_checkpointable
 from isolab.sweep.adaptive import RungDecision, StoppingRule, arm_label, judge_rung
 from isolab.sweep.adaptive_tune import EVAL_SIZE, AdaptiveScheduler, Stop
 from isolab.sweep.plan import GridPoint, SweepPlan
@@ -123,13 +124,10 @@ def check_adaptive(plan: SweepPlan) -> None:
     """Refuse a sweep the live adaptive runner cannot run, naming the field and the fix."""
     for p in plan.points:
         cfg = p.config
-        if cfg.processes > 1 or cfg.num_iterations > 1:
-            raise ValueError(
-                f"{p.config.run_name}: processes = {cfg.processes}, num_iterations = "
-                f"{cfg.num_iterations}: an adaptive sweep suspends its runs at their "
-                "evaluations, which needs one process and one update per batch; set "
-                "processes: 1 and num_iterations: 1, or run the full grid (isolab sweep run)."
-            )
+        try:
+            check_checkpointable(cfg)
+        except ValueError as exc:
+            raise ValueError(f"{cfg.run_name}: {exc}") from None
         if not cfg.eval_at_rollouts:
             raise ValueError(
                 f"{p.config.run_name}: no common checkpoints (eval_at_rollouts): an adaptive "
@@ -173,12 +171,17 @@ class _Marks:
         self.experiment, self.uri, self.checkpoints = experiment, uri, checkpoints
         self.client = client(uri)
         self.arm_runs = arm_runs
+        self._ids: dict[str, str] = {}  # run key → its MLflow run, once it has one
 
     def run_id(self, run_key: str) -> str | None:
         from isolab.tracking import find_runs
 
-        runs = find_runs(self.experiment, self.uri, run_key=run_key)
-        return runs[0].info.run_id if runs else None
+        if run_key not in self._ids:
+            runs = find_runs(self.experiment, self.uri, run_key=run_key)
+            if not runs:
+                return None
+            self._ids[run_key] = runs[0].info.run_id
+        return self._ids[run_key]
 
     def paused(self, run_key: str) -> None:
         run_id = self.run_id(run_key)
@@ -191,10 +194,9 @@ class _Marks:
         on from them, in the same MLflow run)."""
         for run_key in run_keys:
             run_id = self.run_id(run_key)
-            if run_id is not None and self.client.get_run(run_id).info.status in (
-                "RUNNING",
-                SCHEDULED,
-            ):
+            if run_id is None:
+                continue
+            if self.client.get_run(run_id).info.status in ("RUNNING", SCHEDULED):
                 self.client.set_terminated(run_id, status=KILLED)
 
     def stopped(self, arm: str, stop: Stop) -> None:
@@ -231,6 +233,23 @@ class LiveScheduler(AdaptiveScheduler):
             if float(row[self.x]) in self.rungs:
                 self._rows.append({**self._points[key], self.x: row[self.x], self.y: row[self.y]})
         self._ended |= ended
+
+    def open_runs(self, keys: Sequence[str]) -> list[str]:
+        """Of `keys`, the runs neither ended nor stopped."""
+        return [k for k in keys if k not in self._ended and self.stop_of(k) is None]
+
+    def spent(self, key: str) -> float:
+        """The compute run `key` reported last (where it stopped or ended)."""
+        return self._last[key]
+
+    def rows_at(self, C: float) -> list[dict]:
+        """The evaluations reported (or preloaded) at rung C."""
+        return [r for r in self._rows if r[self.x] == C]
+
+    def last_value(self, key: str) -> float:
+        """Run `key`'s metric at the last rung it reported (NaN: none)."""
+        rows = [r for r in self._rows if r[RUN_KEY] == key]
+        return max(rows, key=lambda r: r[self.x])[self.y] if rows else math.nan
 
     def on_trial_result(self, tune_controller, trial, result: dict) -> str:
         decision = super().on_trial_result(tune_controller, trial, result)
@@ -270,7 +289,7 @@ def live_trainable(
         key = config[RUN_KEY]
         cfg = RunConfig.from_dict(configs[key])
         keep = checkpoints / key
-        resume = keep if (keep / "isolab_state.json").exists() else None
+        resume = keep if (keep / STATE_FILE).exists() else None
 
         def at_eval(step: int, path: Path, metrics: dict) -> None:
             fresh = keep.with_name(key + ".new")
@@ -322,7 +341,7 @@ def _store_state(
         else:
             todo.append(p)
             keep = checkpoints / p.run_key
-            saved = read_state(keep) if (keep / "isolab_state.json").exists() else None
+            saved = read_state(keep) if (keep / STATE_FILE).exists() else None
             if saved is None or saved["run_id"] != run.info.run_id:
                 shutil.rmtree(keep, ignore_errors=True)  # starts over: a new MLflow run
                 if status in ("RUNNING", SCHEDULED):
@@ -368,7 +387,6 @@ def _run_setting(
     )
     preload, ended, todo = _store_state(points, experiment, uri, metric, checkpoints)
     scheduler.preload(preload, ended)
-    todo = [p for p in todo if scheduler.stop_of(p.run_key) is None]
     scheduler._judge_ready(None, current=None)  # rungs the preloaded runs complete
     todo = [p for p in todo if scheduler.stop_of(p.run_key) is None]
     if todo:
@@ -395,35 +413,25 @@ def _run_setting(
             raise RuntimeError(f"{len(results.errors)} run(s) failed: {results.errors[0]!r}")
         # Tune ends its loop on Ctrl-C itself and returns: runs neither ended nor stopped mean
         # the sweep was interrupted (paused runs keep their checkpoints for the rerun)
-        cut = [k for k in configs if k not in scheduler._ended and scheduler.stop_of(k) is None]
+        cut = scheduler.open_runs(list(configs))
         if cut:
             marks.interrupted(cut)
             raise KeyboardInterrupt
-    return _summary(setting, points, scheduler, experiment, uri, metric)
+    return _summary(setting, points, scheduler)
 
 
-def _summary(
-    setting: dict,
-    points: list[GridPoint],
-    scheduler: LiveScheduler,
-    experiment: str,
-    uri: str,
-    metric: str,
-) -> SettingResult:
-    """Each arm's compute spent (the rollouts its runs logged last) and last seed-mean metric."""
-    from isolab.tracking import client, find_runs, mlflow_key
-
-    c = client(uri)
-    rows = []
-    for p in points:
-        runs = find_runs(experiment, uri, run_key=p.run_key)
-        spent = last = math.nan
-        if runs:
-            hist = c.get_metric_history(runs[0].info.run_id, ROLLOUTS)
-            spent = max((m.value for m in hist), default=0.0)
-            ys = c.get_metric_history(runs[0].info.run_id, mlflow_key(metric))
-            last = max(ys, key=lambda m: m.step).value if ys else math.nan
-        rows.append({"arm": scheduler.arm_of(p.run_key), "spent": spent, "last": last})
+def _summary(setting: dict, points: list[GridPoint], scheduler: LiveScheduler) -> SettingResult:
+    """Each arm's compute spent (the rollouts its runs reported last) and last seed-mean metric,
+    and the arms that reached the budget judged there, from what the scheduler saw (this
+    session's reports and the store's preloaded evaluations)."""
+    rows = [
+        {
+            "arm": scheduler.arm_of(p.run_key),
+            "spent": scheduler.spent(p.run_key),
+            "last": scheduler.last_value(p.run_key),
+        }
+        for p in points
+    ]
     stops = scheduler.stops
     arms = (
         pl.DataFrame(rows)
@@ -440,13 +448,12 @@ def _summary(
         .sort("arm")
     )  # fmt: skip
     grid = float(sum(p.config.rollouts for p in points))
-    budget = scheduler.rungs[-1]
-    rows = [r for r in scheduler._rows if r[scheduler.x] == budget]
+    at_budget = scheduler.rows_at(scheduler.rungs[-1])
     final = None
-    if rows:  # the budget's rung, judged as `recommend` calls options within noise
+    if at_budget:  # the budget's rung, judged as `recommend` calls options within noise
         within = StoppingRule(z=WITHIN_SE, grace=0)
         final = judge_rung(
-            pl.DataFrame(rows), within, y=scheduler.y, x=scheduler.x, config=ALLOCATION
+            pl.DataFrame(at_budget), within, y=scheduler.y, x=scheduler.x, config=ALLOCATION
         )
     spent = float(arms["spent"].sum())
     return SettingResult(setting, arms, scheduler.decisions, spent, grid, final)
@@ -515,21 +522,11 @@ def run_adaptive(
                         if on_rung is not None:
                             on_rung(setting, C, decision, stopped)
 
-                    results.append(
-                        _run_setting(
-                            setting,
-                            points,
-                            plan,
-                            uri,
-                            rule,
-                            storage,
-                            threads,
-                            env,
-                            judged,
-                            start=lambda: start_local_ray(ray, num_cpus=cpus),
-                        )
-                        # fmt: skip
+                    start = lambda: start_local_ray(ray, num_cpus=cpus)  # noqa: E731
+                    result = _run_setting(
+                        setting, points, plan, uri, rule, storage, threads, env, judged, start
                     )
+                    results.append(result)
             finally:
                 if ray.is_initialized():
                     ray.shutdown()
