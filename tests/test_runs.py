@@ -308,8 +308,8 @@ def test_runs_dir_is_the_projects_runs_folder_from_any_subfolder(tmp_path, monke
 def test_per_problem_counts_reach_the_table_and_survive_a_snapshot(tmp_path: Path) -> None:
     """Each evaluation's correct counts per validation problem (the noise model's input) are
     read from the run's artifact into `eval_counts`, kept in the parquet, and logged back as
-    the artifact on import."""
-    from isolab.tracking.columns import COUNTS, COUNTS_ARTIFACT
+    the artifact on import; so are an evaluation set's (`eval_counts-seen`)."""
+    from isolab.tracking.columns import COUNTS, COUNTS_ARTIFACT, counts_artifact, param_columns
 
     uri = f"sqlite:///{tmp_path}/counts.db"  # two stores: this one, and back.db to import into
     cfg = RunConfig(experiment="counts", n=4, B_p=2, M=10)
@@ -319,17 +319,21 @@ def test_per_problem_counts_reach_the_table_and_survive_a_snapshot(tmp_path: Pat
         run.log_metrics({"eval/avg@4": value, "compute/rollouts": 8.0 * step}, step=step)
     by_step = {"0": [2, 0, 1, 5], "10": [4, 3, 2, 7]}
     run.log_dict({"n_samples": 8, "correct_counts_by_step": by_step}, COUNTS_ARTIFACT)
+    seen = {"0": [1, 1], "10": [8, 0]}
+    run.log_dict({"n_samples": 8, "correct_counts_by_step": seen}, counts_artifact("seen"))
     run.end("FINISHED")
     df = load_runs("counts", tracking_uri=uri)
+    assert counts_artifact("seen") == "eval-seen/per_problem_counts.json"
     assert df.sort("step")[COUNTS].to_list() == [[2, 0, 1, 5], [4, 3, 2, 7]]
+    assert df.sort("step")["eval_counts-seen"].to_list() == [[1, 1], [8, 0]]
+    assert "eval_counts-seen" not in param_columns(df)
     snap = export_runs(df, tmp_path / "snap")
     assert load_runs(snap)[COUNTS].to_list() == df[COUNTS].to_list()
     uri2 = f"sqlite:///{tmp_path}/back.db"
     import_runs(snap, experiment="back", tracking_uri=uri2)
-    assert load_runs("back", tracking_uri=uri2).sort("step")[COUNTS].to_list() == [
-        [2, 0, 1, 5],
-        [4, 3, 2, 7],
-    ]
+    back = load_runs("back", tracking_uri=uri2).sort("step")
+    assert back[COUNTS].to_list() == [[2, 0, 1, 5], [4, 3, 2, 7]]
+    assert back["eval_counts-seen"].to_list() == [[1, 1], [8, 0]]
 
 
 def test_a_resumed_sweeps_parent_keeps_one_points_row_per_run(tmp_path, tracking_uri, caplog):

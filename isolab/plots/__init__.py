@@ -8,6 +8,7 @@ One module per subject, every name importable from here (``plots.plot_frontier(d
   batch (IsoCompute Playbook, arXiv 2603.12151);
 - `rho`: reward against ρ at equal FLOPs, and the RACE pilot (arXiv 2607.13389);
 - `curves`: seed-averaged learning curves, finals against a swept value, what a budget bought;
+- `interference`: forgetting events against compute per n, per-problem curves (notebook 07);
 - `adaptive`: an adaptive sweep replayed on a grid's curves: its n* and compute against the grid's;
 - `style`: the colour map of n, axis labels with units, the empty panel, readable log axes.
 """
@@ -15,6 +16,12 @@ One module per subject, every name importable from here (``plots.plot_frontier(d
 from isolab.plots.adaptive import plot_adaptive, plot_adaptive_compute, plot_adaptive_path
 from isolab.plots.curves import plot_bought, plot_curves, plot_final
 from isolab.plots.frontier import plot_frontier, plot_metric_effect, plot_n_star, plot_tradeoff
+from isolab.plots.interference import (
+    plot_excess_vs_gain,
+    plot_forgetting,
+    plot_problem_curves,
+    problem_rates,
+)
 from isolab.plots.rho import plot_race, plot_rho_frontier
 from isolab.plots.style import AXIS_LABELS, CMAP, empty_panel, label, n_colorbar, n_norm, tidy
 
@@ -30,12 +37,16 @@ __all__ = [
     "plot_adaptive_path",
     "plot_bought",
     "plot_curves",
+    "plot_excess_vs_gain",
     "plot_final",
+    "plot_forgetting",
     "plot_frontier",
     "plot_metric_effect",
     "plot_n_star",
+    "plot_problem_curves",
     "plot_race",
     "plot_rho_frontier",
     "plot_tradeoff",
+    "problem_rates",
     "tidy",
 ]

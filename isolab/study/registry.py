@@ -1,4 +1,4 @@
-"""The six curated studies (one per notebook), their sweeps at each scale, and where their
+"""The seven curated studies (one per notebook), their sweeps at each scale, and where their
 specs, snapshots and results live."""
 
 from __future__ import annotations
@@ -118,6 +118,20 @@ STUDIES: dict[str, Study] = {
             "allocation depends on model size.",
             ("main",),
             "model_size",
+        ),
+        Study(
+            "interference",
+            "07_interference",
+            "Interference between problems: forgetting events by n at equal compute",
+            "How often a problem's solve rate falls between checkpoints beyond binomial noise, "
+            "per unit of compute, as n grows (and the steps M shrink). The Playbook finds that "
+            "updates on a mixture of problems interfere, and that a larger n spreads them more "
+            "evenly and mitigates this better than more sequential steps. Re-analyses the "
+            "per-problem counts of `nstar`'s runs (validation), and `seen`: three of its Easy "
+            "arms again with their own training problems evaluated too.",
+            ("main", "seen"),
+            "interference",
+            source="nstar",
         ),
     )
 }

@@ -25,7 +25,7 @@ import polars as pl
 from isolab.paths import name_path
 from isolab.tracking import leases, store
 from isolab.tracking.bulk import latest_points, write_run
-from isolab.tracking.columns import COUNTS, COUNTS_ARTIFACT, param_columns
+from isolab.tracking.columns import counts_artifact, counts_columns, param_columns
 from isolab.tracking.describe import NOTE_TAG, point_name, run_note
 from isolab.tracking.parents import finish_parent, sweep_parent
 from isolab.tracking.run_figure import FIGURE_FILE, RunFigures
@@ -225,13 +225,17 @@ def _import_plan(path: Path, experiment: str | None) -> tuple[list[dict[str, Any
         tags = {RUN_KEY_TAG: str(run_key), IMPORTED_FROM_TAG: path.name}
         if first.get("base_digest"):
             tags[BASE_DIGEST_TAG] = str(first["base_digest"])
-        counts = {}
-        if COUNTS in grp.columns:  # the per-problem counts back as the run's artifact
-            counts = {
-                str(st): [int(x) for x in c]
-                for st, c in zip(steps, grp[COUNTS].to_list(), strict=True)
-                if c is not None
-            }
+        counts = {  # the per-problem counts back as the run's artifacts, one per set
+            counts_artifact(eval_set): by_step
+            for eval_set, column in counts_columns(grp).items()
+            if (
+                by_step := {
+                    str(st): [int(x) for x in c]
+                    for st, c in zip(steps, grp[column].to_list(), strict=True)
+                    if c is not None
+                }
+            )
+        }
         run_params = {p: first[p] for p in params if first[p] is not None}
         run_name = str(first.get("run_name") or run_key)
         plans.append(
@@ -406,9 +410,9 @@ def _import_run(
 def upload_files(client: Any, run_id: str, plan: dict[str, Any], figures: RunFigures) -> None:
     """A planned run's files in one upload: its per-problem counts and its FLOP-split figure."""
     with tempfile.TemporaryDirectory(prefix="isolab-import-") as tmp:
-        if plan["counts"]:
-            counts = Path(tmp, COUNTS_ARTIFACT)
+        for artifact, by_step in plan["counts"].items():
+            counts = Path(tmp, artifact)
             counts.parent.mkdir(parents=True)
-            counts.write_text(json.dumps({"correct_counts_by_step": plan["counts"]}))
+            counts.write_text(json.dumps({"correct_counts_by_step": by_step}))
         figures.save(plan["metrics"], Path(tmp), plan["run_name"])
         client.log_artifacts(run_id, tmp)

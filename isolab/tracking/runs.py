@@ -26,7 +26,13 @@ import polars as pl
 
 from isolab.paths import default_db
 from isolab.table import param_types, with_added_defaults
-from isolab.tracking.columns import COUNTS, COUNTS_ARTIFACT, META_COLUMNS, TIME_COLUMNS
+from isolab.tracking.columns import (
+    COUNTS,
+    META_COLUMNS,
+    TIME_COLUMNS,
+    counts_artifact,
+    counts_column,
+)
 from isolab.tracking.leases import LEASE_KIND
 from isolab.tracking.snapshot import SNAPSHOT_FILE, is_snapshot, read_snapshot
 from isolab.tracking.store import readable, resolve_uri, search_all_runs, sqlite_path
@@ -38,7 +44,15 @@ from isolab.tracking.tags import (
     SWEEP_KIND,
     canonical_key,
 )
-from isolab.vocab import EVAL_PREFIX, FINISHED, METRIC_PREFIXES, RUN_ID, RUN_KEY, STEP
+from isolab.vocab import (
+    EVAL_PREFIX,
+    EVAL_SET_PREFIX,
+    FINISHED,
+    METRIC_PREFIXES,
+    RUN_ID,
+    RUN_KEY,
+    STEP,
+)
 
 # MLflow stores params as strings; these get their types back (from `RunConfig`'s field types).
 PARAM_TYPES = param_types()
@@ -181,22 +195,38 @@ def _read_mlflow(
 
 
 def _eval_counts(client: Any, run_ids: Sequence[str]) -> pl.DataFrame:
-    """(run_id, step, eval_counts) for every run that logged per-problem counts."""
+    """(run_id, step, eval_counts[, eval_counts-<set> …]) for every run that logged per-problem
+    counts: of validation, and of each evaluation set (`RunConfig.eval_sets`)."""
     import tempfile
 
-    rows = []
+    rows: dict[str, list[tuple[str, int, list[int]]]] = {}
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one bar per run
     with tempfile.TemporaryDirectory(prefix="isolab-counts-") as tmp:
         for run_id in run_ids:
             try:
-                path = client.download_artifacts(run_id, COUNTS_ARTIFACT, tmp)
-            except Exception:  # noqa: BLE001 - a run without counts (old, or crashed early)
-                continue
-            data = json.loads(Path(path).read_text())
-            for step, counts in data.get("correct_counts_by_step", {}).items():
-                rows.append((run_id, int(step), [int(c) for c in counts]))
-    schema = {RUN_ID: pl.String, STEP: pl.Int64, COUNTS: pl.List(pl.Int64)}
-    return pl.DataFrame(rows, schema=schema, orient="row")
+                sets = [
+                    f.path.removeprefix(EVAL_SET_PREFIX)
+                    for f in client.list_artifacts(run_id)
+                    if f.is_dir and f.path.startswith(EVAL_SET_PREFIX)
+                ]
+            except Exception:  # noqa: BLE001 - no artifact store reachable for this run
+                sets = []
+            for eval_set in [None, *sets]:
+                try:
+                    path = client.download_artifacts(run_id, counts_artifact(eval_set), tmp)
+                except Exception:  # noqa: BLE001 - a run without counts (old, or crashed early)
+                    continue
+                data = json.loads(Path(path).read_text())
+                column = rows.setdefault(counts_column(eval_set), [])
+                for step, counts in data.get("correct_counts_by_step", {}).items():
+                    column.append((run_id, int(step), [int(c) for c in counts]))
+    out = pl.DataFrame(schema={RUN_ID: pl.String, STEP: pl.Int64})
+    for column in sorted(rows, key=lambda c: (c != COUNTS, c)):
+        schema = {RUN_ID: pl.String, STEP: pl.Int64, column: pl.List(pl.Int64)}
+        part = pl.DataFrame(rows[column], schema=schema, orient="row")
+        out = part if out.height == 0 else out.join(part, on=[RUN_ID, STEP], how="full",
+                                                    coalesce=True)  # fmt: skip
+    return out
 
 
 def _assemble(

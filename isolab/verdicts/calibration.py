@@ -24,8 +24,9 @@ import numpy as np
 import polars as pl
 
 from isolab.verdicts import effects as fx
+from isolab.verdicts import interference_worlds as iw
 from isolab.verdicts import rho_optimum as ro
-from isolab.verdicts.claims import CLAIMS, verdict
+from isolab.verdicts.claims import CLAIMS, SEEN_COUNTS, verdict
 from isolab.verdicts.fixed_batch import BP_MARGIN
 from isolab.verdicts.noise import noise_model, seed_share
 from isolab.verdicts.planned import NSTAR_LONG, NSTAR_MAIN, Grid, planned_study
@@ -257,6 +258,24 @@ PLANTS: dict[str, Plant] = {
         "model-based systems",
         add=fx.race(2.0),
     ),
+    **{
+        f"interference.less_forgetting_{split}": Plant(
+            size=-0.005 if split == "easy" else -0.0008,
+            describe=f"transient falls (logit −{iw.DROP}) of {iw.PLANTED_SHARE:.0%} of the "
+            f"problems per interval at n = 2, {iw.PLANTED_SLOPE:.0%} fewer per doubling of n, "
+            "on each arm's own measured curve (null: every arm on the split's mean curve, "
+            "nothing falls)",
+            world=partial(iw.study_world, "planted"),
+            null_world=partial(iw.study_world, "flat"),
+        )
+        for split in ("easy", "hard")
+    },
+    "interference.less_forgetting_seen": Plant(
+        size=-0.005,
+        describe="the same on the seen training problems of `seen` (n = 2, 8, 32 on Easy)",
+        world=partial(iw.study_world, "planted", sweep="seen", counts=SEEN_COUNTS),
+        null_world=partial(iw.study_world, "flat", sweep="seen", counts=SEEN_COUNTS),
+    ),
     "size.best_n_depends": Plant(
         size=0.03,
         describe="slopes in log2 n that differ by 0.03 from the smallest to the largest model",
@@ -266,6 +285,7 @@ PLANTS: dict[str, Plant] = {
 
 _GROWS = ("nstar.grows_easy", "nstar.grows_hard")
 _BESTK = ("bestk.worst_easy", "bestk.best_hard")
+_FORGETTING = ("interference.less_forgetting_easy", "interference.less_forgetting_hard")
 
 #: Structured nulls by name. Another module adds its own with
 #: `STRUCTURED_NULLS["name"] = StructuredNull(describe, claims=(claim id, …), world=...)`
@@ -300,6 +320,39 @@ STRUCTURED_NULLS: dict[str, StructuredNull] = {
         _BESTK,
         fx.mechanism(None, None, 0.0),
     ),
+    **{
+        f"{name}{suffix}": StructuredNull(describe, ids, world=partial(iw.study_world, kind, **kw))
+        for suffix, ids, kw in (
+            ("", _FORGETTING, {}),
+            (
+                "-seen",
+                ("interference.less_forgetting_seen",),
+                {"sweep": "seen", "counts": SEEN_COUNTS},
+            ),
+        )  # fmt: skip
+        for name, kind, describe in (
+            (
+                "no-falls-levels",
+                "levels",
+                "every arm on its own measured curve (levels and gains differ by n as in "
+                "nstar's runs), every problem rising on its own: nothing falls",
+            ),
+            (
+                "equal-wobble",
+                "wobble",
+                f"the same plus an independent wobble of every problem (logit SD {iw.WOBBLE}) "
+                "at every checkpoint, equal for every n: real falls, no interference, no "
+                "effect of n",
+            ),
+            (
+                "falls-track-progress",
+                "movement",
+                f"the same with a wobble SD of {iw.WOBBLE_PER_GAIN:g} × the arm's mean gain "
+                "per interval: an arm that learns more forgets more, no effect of n beyond "
+                "progress",
+            ),
+        )
+    },
     "rho-low-edge": StructuredNull(
         "every reward system best below the grid's lowest ρ (ρ* = 0.018): a monotone response, "
         "no optimum to locate (what the committed μ-only runs show)",

@@ -15,10 +15,12 @@ from dataclasses import dataclass, replace
 import polars as pl
 
 from isolab.table import one_pool
+from isolab.tracking.columns import COUNTS, counts_column
 from isolab.verdicts import (
     contrasts,
     curves,
     fixed_batch,
+    interference,
     mechanism,
     race,
     rho_optimum,
@@ -207,6 +209,30 @@ def _mechanism(split: str, metric: str) -> Callable[[Data], StatResult]:
     return run
 
 
+def _forgetting(
+    split: str, sweep: str = "main", counts: str = COUNTS
+) -> Callable[[Data], StatResult]:
+    """The interference claim on `split` of `sweep`, read on the counts `counts` (validation,
+    or an evaluation set's) (`isolab.verdicts.interference`): the slope at equal progress; the
+    slope per unit of compute alone is the secondary reading."""
+
+    def run(data: Data) -> StatResult:
+        df = _split(data[sweep], split)
+        result = interference.forgetting_trend(df, counts, adjust=interference.ADJUST)
+        raw = interference.forgetting_trend(df, counts)
+        if raw.ran and raw.interval is not None:
+            secondary = (
+                f"secondary reading, per unit of compute alone (not adjusted for gain and level, which "
+                f"the structured nulls show it confounds): {raw.estimate:+.2g} per doubling of "
+                f"n ({CI_LEVEL} CI [{raw.interval[0]:+.2g}, {raw.interval[1]:+.2g}])"
+            )
+        else:
+            secondary = ""  # refused for the same reason as the test itself
+        return replace(result, note="; ".join(x for x in (result.note, secondary) if x))
+
+    return run
+
+
 def _rho_rule_vs_model(data: Data) -> StatResult:
     return rho_optimum.rho_optimum_difference(data["full"], Y)
 
@@ -224,6 +250,16 @@ def _size(data: Data) -> StatResult:
 
 
 PER_DOUBLING_SQ = "avg@4 per doubling of n per doubling of C"
+#: The counts of the run's own training problems (`eval_sets: {seen: train}`).
+SEEN_COUNTS = counts_column("seen")
+FORGETTING = (
+    "excess share of problems with a forgetting event per interval C → 2C, per doubling of n, "
+    "at equal mean gain"
+)
+FORGETTING_TEXT = (
+    "a larger n lowers forgetting events per unit of compute: it spreads updates over problems "
+    "and mitigates interference better than more sequential steps M (Playbook)"
+)
 NSTAR_SHIFT = "doublings of n* per doubling of C (slope of log2 n* on log2 C)"
 CLAIMS: dict[str, Claim] = {
     c.id: c
@@ -328,6 +364,33 @@ CLAIMS: dict[str, Claim] = {
             expected="> 0",
             unit="best@4 per unit of avg@4, along n − along compute",
             run=_mechanism("hard", EVAL_BEST),
+        ),
+        Claim(
+            id="interference.less_forgetting_easy",
+            study="interference",
+            text=FORGETTING_TEXT,
+            split="easy",
+            expected="< 0",
+            unit=FORGETTING,
+            run=_forgetting("easy"),
+        ),
+        Claim(
+            id="interference.less_forgetting_hard",
+            study="interference",
+            text=FORGETTING_TEXT,
+            split="hard",
+            expected="< 0",
+            unit=FORGETTING,
+            run=_forgetting("hard"),
+        ),
+        Claim(
+            id="interference.less_forgetting_seen",
+            study="interference",
+            text=FORGETTING_TEXT + ", on the problems it trains on",
+            split="easy",
+            expected="< 0",
+            unit=FORGETTING.replace("problems", "seen training problems", 1),
+            run=_forgetting("easy", "seen", SEEN_COUNTS),
         ),
         Claim(
             id="rho.rule_above_model",

@@ -24,7 +24,12 @@ def changed_settings(main: pl.DataFrame, arm: pl.DataFrame) -> dict[str, tuple[A
     arm's), e.g. {"lr_base": (5e-05, 2.5e-05)}."""
     out = {}
     for col in arm.columns:
-        if col in NOT_SETTINGS or col not in main.columns or "/" in col:
+        if (
+            col in NOT_SETTINGS
+            or col.startswith("eval_counts-")
+            or col not in main.columns
+            or "/" in col
+        ):
             continue
         a, b = main[col].drop_nulls().unique(), arm[col].drop_nulls().unique()
         if len(a) == 1 and len(b) == 1 and a[0] != b[0]:
