@@ -99,7 +99,7 @@ def main() -> int:
         planned = args.design == "planned" or (
             args.design == "auto" and claim.study in PLANNED_SWEEPS
         )
-        own = PLANTS[cid].world is not None  # the rho claims draw their own (k, μ) design
+        own = PLANTS[cid].world is not None  # rho: their own (k, μ) design; interference: counts
         key = "own" if own else f"{claim.study}|{planned}"
         if key not in settings:
             settings[key] = (
@@ -111,7 +111,14 @@ def main() -> int:
             )
         setting = settings[key]
         t0 = time.perf_counter()
-        label = "simulated (k, μ)" if own else "planned" if planned else "committed"
+        label = (
+            ("simulated per-problem counts on nstar's" if claim.study == "interference"
+             else "simulated (k, μ)")
+            if own
+            else "planned"
+            if planned
+            else "committed"
+        )  # fmt: skip
         print(f"{cid} ({label} design)", flush=True)
         null = calibrate(cid, setting, args.null, planted=False, seed=1)
         k = false_calls(cid, null)

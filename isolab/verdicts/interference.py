@@ -41,6 +41,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
+from isolab.table import as_float, as_int
 from isolab.tracking.columns import COUNTS
 from isolab.verdicts.result import StatResult
 from isolab.vocab import ROLLOUTS
@@ -210,7 +211,7 @@ def common_start(iv: pl.DataFrame) -> float:
     """The first checkpoint every run has: the largest of the runs' first evaluations after
     step 0 (a run whose batch exceeds a checkpoint skips it)."""
     first = iv.filter(pl.col("C_to") > 0).group_by("run_key").agg(pl.col("C_to").min())
-    return float(first["C_to"].max())
+    return as_float(first["C_to"].max())
 
 
 def per_run(iv: pl.DataFrame, start: float | None = None) -> pl.DataFrame:
@@ -285,7 +286,7 @@ def forgetting_trend(
             f"{runs.height} runs: too few to fit the slope", runs.height, test
         )
     by_n = runs.group_by("n").agg(pl.col("excess", "forgetting", "gain").mean()).sort("n")
-    per_interval = int(runs["intervals"].min())
+    per_interval = as_int(runs["intervals"].min())
     note = (
         f"{per_interval} intervals C → 2C from C = {start:,.0f} per run; mean share called "
         f"{runs['forgetting'].mean():.3f}, expected without change {runs['expected'].mean():.3f}"

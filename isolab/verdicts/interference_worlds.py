@@ -82,9 +82,9 @@ def design(df: pl.DataFrame, counts: str = COUNTS) -> pl.DataFrame:
     return out.join(gain, on=arm).sort("run_key", "step")
 
 
-def _base_rates(rows: pl.DataFrame) -> dict[str, np.ndarray]:
+def _base_rates(rows: pl.DataFrame) -> dict[str | None, np.ndarray]:
     """Per split, each problem's rate at step 0 (all runs pooled), kept off 0 and 1."""
-    out = {}
+    out: dict[str | None, np.ndarray] = {}
     splits = rows["split"].unique().to_list() if "split" in rows.columns else [None]
     for s in splits:
         part = rows if s is None else rows.filter(pl.col("split") == s)
@@ -119,7 +119,7 @@ def simulate(design_rows: pl.DataFrame, kind: str, seed: int, counts: str = COUN
     rng = np.random.default_rng(seed)
     base = _base_rates(design_rows)
     target_col = "flat_target" if kind == "flat" else "arm_target"
-    counts: list[list[int]] = []
+    drawn_counts: list[list[int]] = []
     for (_,), run in design_rows.group_by("run_key", maintain_order=True):
         b = base[run["split"][0] if "split" in run.columns else None]
         k = int(run["eval_k_samples"][0])
@@ -133,8 +133,8 @@ def simulate(design_rows: pl.DataFrame, kind: str, seed: int, counts: str = COUN
                 x = x + sd[kind] * rng.standard_normal(len(b))
             if t > 0 and kind == "planted":
                 x = x - DROP * (rng.random(len(b)) < planted_share(np.array(n)))
-            counts.append(rng.binomial(k, expit(x)).tolist())
-    drawn = design_rows.with_columns(pl.Series(COUNTS, counts, dtype=pl.List(pl.Int64)))
+            drawn_counts.append(rng.binomial(k, expit(x)).tolist())
+    drawn = design_rows.with_columns(pl.Series(COUNTS, drawn_counts, dtype=pl.List(pl.Int64)))
     return drawn.rename({COUNTS: counts}) if counts != COUNTS else drawn
 
 

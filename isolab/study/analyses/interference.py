@@ -8,6 +8,7 @@ from matplotlib.figure import Figure
 
 from isolab import plots
 from isolab.study.analyses.report import Report, figure_row, fmt, splits_of
+from isolab.table import as_int
 from isolab.tracking.columns import counts_column
 from isolab.verdicts import claims
 from isolab.verdicts import interference as itf
@@ -87,7 +88,7 @@ def interference(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
         lo, hi = by_n.row(0, named=True), by_n.row(by_n.height - 1, named=True)
         rep.findings[key] = {
             "from_C": start,
-            "intervals_per_run": int(runs["intervals"].min()),
+            "intervals_per_run": as_int(runs["intervals"].min()),
             "by_n": by_n.to_dicts(),
         }
         rep.summary.append(
