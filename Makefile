@@ -74,14 +74,14 @@ format: $(STAMP)
 ui: $(STAMP)
 	$(ISOLAB) ui
 
-# Re-execute the seven notebooks in place at cpu scale: they re-plot from the committed
+# Re-execute the eight notebooks in place at cpu scale: they re-plot from the committed
 # snapshots under runs/ (about 15 s each), or run a sweep whose snapshot is missing.
 notebooks: $(STAMP)
 	for nb in notebooks/0*.ipynb; do $(VENV)/bin/papermill --cwd notebooks $$nb $$nb; done
 
 # Every study's cpu-scale sweeps, analysis and figures without Jupyter (resumable).
 studies: $(STAMP)
-	for s in healthy-recipe nstar n-vs-bp bestk-worstk reward-rho model-size interference; do \
+	for s in healthy-recipe nstar n-vs-bp bestk-worstk reward-rho model-size interference targets; do \
 	  $(ISOLAB) study run $$s --scale cpu; done
 
 # JupyterLab on the notebooks (installed into .venv on first use).

@@ -108,7 +108,7 @@ def init_cmd(
     ] = Path("."),
     force: Annotated[bool, typer.Option(help="Overwrite notebooks already there.")] = False,
 ) -> None:
-    """Lay out an isolab project: the seven notebooks, the studies' sweep specs and the committed
+    """Lay out an isolab project: the eight notebooks, the studies' sweep specs and the committed
     cpu-scale snapshots, and runs/ (the MLflow store and caches go there). Works from an
     installed isolab, no checkout needed."""
     import shutil

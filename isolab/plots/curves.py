@@ -87,3 +87,26 @@ def plot_bought(final: pl.DataFrame, ax: Axes, *, by: str) -> Axes:
     ax.set_ylabel("bought with the FLOP budget")
     ax.legend(fontsize="x-small")
     return ax
+
+
+def plot_optimum(final: pl.DataFrame, ax: Axes, *, y: str, fitted: np.ndarray | None) -> Axes:
+    """Each run's last `y` against n (log2 axis) with its seed mean, and a fitted quadratic in
+    log2 n (`fitted`: coefficients, highest power first) with its vertex, where given."""
+    if final.height == 0:
+        return empty_panel(ax, f"no runs with a finite {y}")
+    ax.set_xscale("log", base=2)
+    ax.scatter(final["n"], final[y], color="grey", s=10, alpha=0.6, label="runs")
+    means = final.group_by("n").agg(pl.col(y).mean()).sort("n")
+    ax.plot(means["n"], means[y], "o", color="black", label="seed mean")
+    if fitted is not None:
+        ns = final["n"].to_numpy().astype(float)
+        x = np.linspace(np.log2(ns.min()), np.log2(ns.max()), 100)
+        ax.plot(2**x, np.polyval(fitted, x), color="tab:red", lw=1.4, label="quadratic in log2 n")
+        if fitted[0] < 0:
+            v = -fitted[1] / (2 * fitted[0])
+            if x[0] < v < x[-1]:
+                ax.axvline(2**v, color="tab:red", ls="--", lw=1, label=f"n* ≈ {2**v:.3g}")
+    ax.set_xlabel("n (rollouts per problem)")
+    ax.set_ylabel(label(y))
+    ax.legend(fontsize="x-small")
+    return ax

@@ -31,6 +31,9 @@ def label(column: str) -> str:
         return AXIS_LABELS[column]
     if column.startswith("eval/"):
         return f"{column.removeprefix('eval/')} (fraction correct)"
+    if column.startswith("eval-") and "/" in column:  # an evaluation set's: eval-shifted/avg@4
+        name, metric = column.removeprefix("eval-").split("/", 1)
+        return f"{metric} on {name} (fraction correct)"
     return column
 
 

@@ -1,4 +1,4 @@
-"""The seven curated studies (one per notebook), their sweeps at each scale, and where their
+"""The eight curated studies (one per notebook), their sweeps at each scale, and where their
 specs, snapshots and results live."""
 
 from __future__ import annotations
@@ -131,6 +131,19 @@ STUDIES: dict[str, Study] = {
             "arms again with their own training problems evaluated too.",
             ("main", "seen"),
             "interference",
+            source="nstar",
+        ),
+        Study(
+            "targets",
+            "08_eval_targets",
+            "Evaluation targets that disagree: n* on validation against a shifted distribution",
+            "Whether the n that is best on the training distribution's own validation set is "
+            "also best on problems the policy never trains on (sums of up to three operands). "
+            "Wilhelm & Kao find that the native reward, downstream pass@1 and a judge of "
+            "process quality pick different allocations. `targets`: nstar's Hard arms at B_p = "
+            "16, n = 2 … 32, with the shifted set evaluated beside validation.",
+            ("targets",),
+            "targets",
             source="nstar",
         ),
     )

@@ -26,6 +26,7 @@ import polars as pl
 from isolab.verdicts import effects as fx
 from isolab.verdicts import interference_worlds as iw
 from isolab.verdicts import rho_optimum as ro
+from isolab.verdicts import targets as tg
 from isolab.verdicts.claims import CLAIMS, SEEN_COUNTS, verdict
 from isolab.verdicts.fixed_batch import BP_MARGIN
 from isolab.verdicts.noise import noise_model, seed_share
@@ -276,6 +277,14 @@ PLANTS: dict[str, Plant] = {
         world=partial(iw.study_world, "planted", sweep="seen", counts=SEEN_COUNTS),
         null_world=partial(iw.study_world, "flat", sweep="seen", counts=SEEN_COUNTS),
     ),
+    "targets.different_nstar": Plant(
+        size=-tg.WORLDS["apart"][0],
+        describe=f"the shifted target's optimum {tg.WORLDS['apart'][0]} doublings of n above "
+        "validation's, each a quadratic in log2 n at its measured level, curvature and noise "
+        "(null: one optimum for both)",
+        world=partial(tg.world, "apart"),
+        null_world=partial(tg.world, "same"),
+    ),
     "size.best_n_depends": Plant(
         size=0.03,
         describe="slopes in log2 n that differ by 0.03 from the smallest to the largest model",
@@ -353,6 +362,19 @@ STRUCTURED_NULLS: dict[str, StructuredNull] = {
             ),
         )
     },
+    "same-optimum-flatter": StructuredNull(
+        "one optimum for both targets, the shifted one half as curved (a target that cares "
+        "less about n, not one that prefers another n)",
+        ("targets.different_nstar",),
+        world=partial(tg.world, "same-flatter"),
+    ),
+    "same-optimum-curved": StructuredNull(
+        "one optimum for both targets, both curved at −0.006 per doubling² (where the design "
+        "can locate them; planted 1.5 doublings apart there, `tg.world('apart-curved')`, the "
+        "test finds it 181 times in 200)",
+        ("targets.different_nstar",),
+        world=partial(tg.world, "same-curved"),
+    ),
     "rho-low-edge": StructuredNull(
         "every reward system best below the grid's lowest ρ (ρ* = 0.018): a monotone response, "
         "no optimum to locate (what the committed μ-only runs show)",

@@ -26,6 +26,7 @@ from isolab.verdicts import (
     rho_optimum,
     saturation,
     slopes,
+    targets,
     vertex,
 )
 from isolab.verdicts.result import ALPHA, CI_LEVEL, StatResult, t_quantile
@@ -233,6 +234,10 @@ def _forgetting(
     return run
 
 
+def _targets(data: Data) -> StatResult:
+    return targets.optimum_difference(_split(data["targets"], "hard"))
+
+
 def _rho_rule_vs_model(data: Data) -> StatResult:
     return rho_optimum.rho_optimum_difference(data["full"], Y)
 
@@ -391,6 +396,16 @@ CLAIMS: dict[str, Claim] = {
             expected="< 0",
             unit=FORGETTING.replace("problems", "seen training problems", 1),
             run=_forgetting("easy", "seen", SEEN_COUNTS),
+        ),
+        Claim(
+            id="targets.different_nstar",
+            study="targets",
+            text="different evaluation targets select different allocations (Wilhelm & Kao): "
+            "here n* on the training distribution's validation set against a shifted one",
+            split="hard",
+            expected="≠ 0",
+            unit="log2 n*, validation − shifted (up to three operands), at the budget",
+            run=_targets,
         ),
         Claim(
             id="rho.rule_above_model",

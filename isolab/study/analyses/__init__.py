@@ -19,6 +19,7 @@ from isolab.study.analyses.nstar import nstar
 from isolab.study.analyses.report import Report
 from isolab.study.analyses.reward_rho import reward_rho
 from isolab.study.analyses.sensitivity import add_sensitivity
+from isolab.study.analyses.targets import targets
 
 __all__ = [
     "Report",
@@ -30,4 +31,5 @@ __all__ = [
     "n_vs_bp",
     "nstar",
     "reward_rho",
+    "targets",
 ]
