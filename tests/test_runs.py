@@ -322,7 +322,15 @@ def test_per_problem_counts_reach_the_table_and_survive_a_snapshot(tmp_path: Pat
     seen = {"0": [1, 1], "10": [8, 0]}
     run.log_dict({"n_samples": 8, "correct_counts_by_step": seen}, counts_artifact("seen"))
     run.end("FINISHED")
+    other = RunLogger(cfg.experiment, "only-seen", "only-seen", uri)  # no validation counts
+    other.log_params(cfg.resolved())
+    other.log_metrics({"eval/avg@4": 0.5, "compute/rollouts": 0.0}, step=0)
+    other.log_dict({"n_samples": 8, "correct_counts_by_step": {"0": [3]}}, counts_artifact("seen"))
+    other.end("FINISHED")
     df = load_runs("counts", tracking_uri=uri)
+    alone = df.filter(pl.col("run_key") == "only-seen")
+    assert alone["eval_counts-seen"].to_list() == [[3]] and alone[COUNTS].to_list() == [None]
+    df = df.filter(pl.col("run_key") != "only-seen")
     assert counts_artifact("seen") == "eval-seen/per_problem_counts.json"
     assert df.sort("step")[COUNTS].to_list() == [[2, 0, 1, 5], [4, 3, 2, 7]]
     assert df.sort("step")["eval_counts-seen"].to_list() == [[1, 1], [8, 0]]

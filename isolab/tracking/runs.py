@@ -220,13 +220,13 @@ def _eval_counts(client: Any, run_ids: Sequence[str]) -> pl.DataFrame:
                 column = rows.setdefault(counts_column(eval_set), [])
                 for step, counts in data.get("correct_counts_by_step", {}).items():
                     column.append((run_id, int(step), [int(c) for c in counts]))
-    out = pl.DataFrame(schema={RUN_ID: pl.String, STEP: pl.Int64})
+    out: pl.DataFrame | None = None
     for column in sorted(rows, key=lambda c: (c != COUNTS, c)):
         schema = {RUN_ID: pl.String, STEP: pl.Int64, column: pl.List(pl.Int64)}
         part = pl.DataFrame(rows[column], schema=schema, orient="row")
-        out = part if out.height == 0 else out.join(part, on=[RUN_ID, STEP], how="full",
-                                                    coalesce=True)  # fmt: skip
-    return out
+        out = part if out is None else out.join(part, on=[RUN_ID, STEP], how="full",
+                                                coalesce=True)  # fmt: skip
+    return out if out is not None else pl.DataFrame(schema={RUN_ID: pl.String, STEP: pl.Int64})
 
 
 def _assemble(

@@ -214,8 +214,8 @@ def _forgetting(
     split: str, sweep: str = "main", counts: str = COUNTS
 ) -> Callable[[Data], StatResult]:
     """The interference claim on `split` of `sweep`, read on the counts `counts` (validation,
-    or an evaluation set's) (`isolab.verdicts.interference`): the slope at equal progress; the
-    slope per unit of compute alone is the secondary reading."""
+    or an evaluation set's) (`isolab.verdicts.interference`): the slope at equal gain and level;
+    the slope per unit of compute alone is the secondary reading."""
 
     def run(data: Data) -> StatResult:
         df = _split(data[sweep], split)
@@ -259,7 +259,7 @@ PER_DOUBLING_SQ = "avg@4 per doubling of n per doubling of C"
 SEEN_COUNTS = counts_column("seen")
 FORGETTING = (
     "excess share of problems with a forgetting event per interval C → 2C, per doubling of n, "
-    "at equal mean gain"
+    "at equal mean gain and level"
 )
 FORGETTING_TEXT = (
     "a larger n lowers forgetting events per unit of compute: it spreads updates over problems "

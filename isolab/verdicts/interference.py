@@ -85,7 +85,8 @@ def _called(k: int, alpha: float) -> np.ndarray:
 def conditional_size(k: int, alpha: float = EVENT_ALPHA) -> np.ndarray:
     """Per total T = before + after (0 … 2k), the chance that the test calls a fall when the
     problem's rate did not change: exact, since given T the first count is hypergeometric
-    whatever the rate. 0 where T < 5 or T > 2k − 5 (too few or too many correct to call)."""
+    whatever the rate. 0 where too few or too many are correct to call a fall (for k = 16:
+    T < 5 or T > 27)."""
     calls = _called(k, alpha)
     size = np.zeros(2 * k + 1)
     for before in range(k + 1):
@@ -173,6 +174,8 @@ def intervals(df: pl.DataFrame, counts: str = COUNTS, alpha: float = EVENT_ALPHA
     rows = []
     with_counts = df.filter(pl.col(counts).is_not_null()).sort("run_key", "step")
     for (key,), run in with_counts.group_by("run_key", maintain_order=True):
+        if run["eval_k_samples"][0] is None:
+            raise ValueError(f"run {key}: no eval_k_samples, the samples behind its counts.")
         k = int(run["eval_k_samples"][0])
         if k < 2 or run.height < 2:
             continue
@@ -215,13 +218,22 @@ def common_start(iv: pl.DataFrame) -> float:
 
 
 def per_run(iv: pl.DataFrame, start: float | None = None) -> pl.DataFrame:
-    """`intervals` averaged per run over the intervals from `start` (default `common_start`:
-    the intervals at equal compute that every run has), with their count."""
+    """`intervals` averaged per run over the intervals at equal compute that every run has:
+    the (C_from, C_to) pairs common to all runs, from `start` (default `common_start`). A run
+    that skipped a checkpoint (a C → 4C interval) or ended early keeps only the common ones."""
     start = common_start(iv) if start is None else start
     arm = [c for c in ARM_COLUMNS if c in iv.columns]
     measures = ("forgetting", "expected", "excess", "gain", "dispersion", "level")
-    return (
+    runs = iv["run_key"].n_unique()
+    common = (
         iv.filter(pl.col("C_from") >= start)
+        .group_by("C_from", "C_to")
+        .agg(pl.col("run_key").n_unique().alias("_runs"))
+        .filter(pl.col("_runs") == runs)
+        .drop("_runs")
+    )
+    return (
+        iv.join(common, on=["C_from", "C_to"], how="semi")
         .group_by("run_key", *arm, maintain_order=True)
         .agg(*[pl.col(m).mean() for m in measures], pl.len().alias("intervals"))
         .sort(*arm, "run_key")
@@ -247,10 +259,11 @@ def forgetting_trend(
     alpha: float = EVENT_ALPHA,
     adjust: Sequence[str] = (),
 ) -> StatResult:
-    """The claim's test: slope of the excess share of forgetting events per interval of one
-    doubling of compute on log2 n, a level per B_p where B_p varies (one row per run: its mean
-    over the intervals every run has; OLS, HC3 errors). Negative: a larger n forgets less at
-    equal compute."""
+    """Slope of the excess share of forgetting events per interval of one doubling of compute
+    on log2 n, a level per B_p where B_p varies and the per-run columns `adjust` (one row per
+    run: its mean over the intervals every run has; OLS, HC3 errors). Negative: a larger n
+    forgets less at equal compute. The claim passes `adjust=ADJUST` (gain and level); the
+    default, unadjusted, is its secondary reading, which worlds without interference fool."""
     test = (
         "OLS of each run's excess share of forgetting events (Fisher exact per problem at "
         f"{alpha:g}, less its no-change expectation) per interval C → 2C on log2 n"
@@ -288,7 +301,7 @@ def forgetting_trend(
     by_n = runs.group_by("n").agg(pl.col("excess", "forgetting", "gain").mean()).sort("n")
     per_interval = as_int(runs["intervals"].min())
     note = (
-        f"{per_interval} intervals C → 2C from C = {start:,.0f} per run; mean share called "
+        f"{per_interval} common intervals C → 2C from C = {start:,.0f} per run; mean share called "
         f"{runs['forgetting'].mean():.3f}, expected without change {runs['expected'].mean():.3f}"
     )
     return StatResult.from_t(

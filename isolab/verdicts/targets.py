@@ -64,8 +64,10 @@ def optimum_difference(
     missing = [m for m in (first, second) if m not in df.columns]
     if missing:
         return StatResult.refused(f"no {', '.join(missing)} in these runs", test=test)
+    if "n" not in df.columns:
+        return StatResult.refused("no n column in these runs", test=test)
     rows = final_rows(df, (first, second))
-    if rows.height == 0 or "n" not in rows.columns or rows["n"].n_unique() < 4:
+    if rows.height == 0 or rows["n"].n_unique() < 4:
         return StatResult.refused(
             f"{rows.height} runs over {rows['n'].n_unique() if rows.height else 0} values of n: "
             "a vertex needs 4 values of n or more",

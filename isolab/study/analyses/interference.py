@@ -28,14 +28,21 @@ def _widest_bp(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _moving_problems(df: pl.DataFrame, counts: str, how_many: int) -> np.ndarray:
-    """The problems whose seed-mean solve rate moves most between checkpoints (the sum of its
-    falls over n), the ones where forgetting, if any, shows."""
-    table = np.asarray(
-        df.filter(pl.col(counts).is_not_null()).sort("run_key", "step")[counts].to_list(), float
-    )
-    if table.size == 0:
+    """The problems whose solve rate falls most between a run's consecutive checkpoints (the
+    falls summed over runs), the ones where forgetting, if any, shows."""
+    falls = None
+    for _, run in (
+        df.filter(pl.col(counts).is_not_null())
+        .sort("step")
+        .group_by("run_key", maintain_order=True)
+    ):
+        table = np.asarray(run[counts].to_list(), float)
+        if table.shape[0] < 2:
+            continue
+        part = np.clip(-np.diff(table, axis=0), 0, None).sum(0)
+        falls = part if falls is None else falls + part
+    if falls is None:
         return np.array([], dtype=int)
-    falls = np.clip(-np.diff(table, axis=0), 0, None).sum(0)
     return np.sort(np.argsort(-falls, kind="stable")[:how_many])
 
 

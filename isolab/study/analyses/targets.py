@@ -23,7 +23,7 @@ def targets(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
     fig, axes = figure_row(len(metrics) + 1, width=4.6)
     for ax, m in zip(axes, metrics, strict=False):
         fitted = None
-        if final.height and final["n"].n_unique() >= 3:
+        if final.height and final["n"].n_unique() >= 4:  # as the test, without its seed levels
             fitted = np.polyfit(np.log2(final["n"].to_numpy().astype(float)), final[m], 2)
         plots.plot_optimum(final, ax, y=m, fitted=fitted)
         ax.set_title(f"{m} at the budget", fontsize="small")
