@@ -26,9 +26,13 @@ from isolab.vocab import MODEL_BASED, REWARDS
 
 LR_SCALINGS = ("sqrt", "const", "linear")
 RECIPES = ("auto", "kl_entropy", "kl", "entropy", "none")
-#: Difficulty splits of a pool by the base model's avg@16 (`isolab.pools.difficulty`). A data
-#: set's own train/test split is another word: `DATASET_SPLITS` in `isolab.tasks.gsm8k`/`math500`.
-SPLITS = ("easy", "hard", "all")
+#: Difficulty splits of a pool by the base model's avg@16 (`isolab.difficulty`): `never` (the
+#: Hard problems the base never solves in 16 samples) and `mix` (Easy and Hard, one to one) are
+#: cut from Easy and Hard (issue 31). A data set's own train/test split is another word:
+#: `DATASET_SPLITS` in `isolab.tasks.gsm8k`/`math500`.
+SPLITS = ("easy", "hard", "all", "never", "mix")
+#: Splits trained without KL and entropy losses under `recipe: auto` (the healthy recipe).
+UNREGULARISED_SPLITS = ("hard", "never")
 GENERATIONS = ("auto", "hf", "vllm")
 #: Seeds are what numpy's RNG takes (TRL seeds numpy, torch and Python's `random` with one).
 MAX_SEED = 2**32 - 1
@@ -300,7 +304,7 @@ class RunConfig:
         recipe = self.recipe
         if recipe == "auto":
             # IsoCompute healthy recipe: regularise on easy sets, not on hard ones.
-            recipe = "none" if self.split == "hard" else "kl_entropy"
+            recipe = "none" if self.split in UNREGULARISED_SPLITS else "kl_entropy"
         return {"kl_entropy": {"kl", "entropy"}, "kl": {"kl"}, "entropy": {"entropy"}}.get(
             recipe, set()
         )

@@ -57,6 +57,8 @@ class Splits:
         return [self.problems[i] for i in self._part(split, "val")]
 
     def _part(self, split: str, part: str) -> list[int]:
+        if split in DERIVED and split not in self.splits and "hard" in self.splits:
+            return _derived(self, split, part)
         if split not in self.splits:
             raise ValueError(f"split {split!r} not in {sorted(self.splits)}")
         return self.splits[split][part]
@@ -103,6 +105,24 @@ class Splits:
 #: Playbook's validation sets hold 300), so a large pool's problems go to training instead.
 #: The default 4,000-problem pool holds out fewer than this in every split.
 MAX_VAL = 1000
+
+
+#: Splits cut from the stored ones when asked for, never stored (so the shipped labels and sizes
+#: stay as they are): `never`, the Hard problems the base solved in none of its k samples, and
+#: `mix`, every Easy problem with as many Hard ones (`MIX_HARD_PER_EASY`), drawn by `MIX_SEED`.
+#: Each keeps its parent's train/validation cut, so no problem crosses from one to the other.
+DERIVED = ("never", "mix")
+MIX_HARD_PER_EASY = 1
+MIX_SEED = 31
+
+
+def _derived(splits: Splits, split: str, part: str) -> list[int]:
+    hard = splits.splits["hard"][part]
+    if split == "never":
+        return [i for i in hard if splits.avg[i] == 0]
+    easy = splits.splits["easy"][part]
+    take = min(len(hard), len(easy) * MIX_HARD_PER_EASY)
+    return sorted(easy + random.Random(MIX_SEED).sample(hard, take))
 
 
 def splits_path(model: str, task: str, pool_size: int, seed: int) -> Path:
