@@ -31,10 +31,12 @@ def _world(design: pl.DataFrame, seed: int = 0, **kw) -> pl.DataFrame:
 def test_hc3_is_statsmodels_hc3():
     import statsmodels.api as sm
 
+    from isolab.verdicts.ols import hc3_arrays
+
     rng = np.random.default_rng(0)
     X = np.column_stack([np.ones(40), rng.normal(size=40), rng.normal(size=40) ** 2])
     y = X @ [1.0, 0.5, -0.2] + rng.normal(size=40) * (1 + X[:, 1] ** 2)
-    beta, cov, dof = ro._hc3(X, y)
+    beta, cov, dof = hc3_arrays(X, y)
     fit = sm.OLS(y, X).fit(cov_type="HC3", use_t=True)
     assert beta == pytest.approx(fit.params)
     assert cov == pytest.approx(fit.cov_params(), rel=1e-9)

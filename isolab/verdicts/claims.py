@@ -219,8 +219,7 @@ def _forgetting(
 
     def run(data: Data) -> StatResult:
         df = _split(data[sweep], split)
-        result = interference.forgetting_trend(df, counts, adjust=interference.ADJUST)
-        raw = interference.forgetting_trend(df, counts)
+        result, raw = interference.forgetting_trends(df, counts, adjusts=(interference.ADJUST, ()))
         if raw.ran and raw.interval is not None:
             secondary = (
                 f"secondary reading, per unit of compute alone (not adjusted for gain and level, which "

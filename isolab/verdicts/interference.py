@@ -43,6 +43,7 @@ from scipy import stats
 
 from isolab.table import as_float, as_int
 from isolab.tracking.columns import COUNTS
+from isolab.verdicts.ols import hc3_arrays
 from isolab.verdicts.result import StatResult
 from isolab.vocab import ROLLOUTS
 
@@ -240,19 +241,6 @@ def per_run(iv: pl.DataFrame, start: float | None = None) -> pl.DataFrame:
     )
 
 
-def _hc3(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """OLS with HC3 covariance (the small-sample robust error of `isolab.verdicts.ols`) without
-    a formula: the calibration fits it thousands of times."""
-    XtX_inv = np.linalg.pinv(X.T @ X)
-    beta = XtX_inv @ X.T @ y
-    e = y - X @ beta
-    h = np.einsum("ij,jk,ik->i", X, XtX_inv, X)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        omega = np.where(h < 1 - 1e-10, e**2 / (1 - h) ** 2, np.nan)
-    cov = XtX_inv @ (X.T * omega) @ X @ XtX_inv
-    return beta, cov, len(y) - int(np.linalg.matrix_rank(X))
-
-
 def forgetting_trend(
     df: pl.DataFrame,
     counts: str = COUNTS,
@@ -264,17 +252,34 @@ def forgetting_trend(
     run: its mean over the intervals every run has; OLS, HC3 errors). Negative: a larger n
     forgets less at equal compute. The claim passes `adjust=ADJUST` (gain and level); the
     default, unadjusted, is its secondary reading, which worlds without interference fool."""
+    return forgetting_trends(df, counts, alpha, (adjust,))[0]
+
+
+def forgetting_trends(
+    df: pl.DataFrame,
+    counts: str = COUNTS,
+    alpha: float = EVENT_ALPHA,
+    adjusts: Sequence[Sequence[str]] = ((),),
+) -> list[StatResult]:
+    """`forgetting_trend` under each of `adjusts`, from one pass over the per-problem counts."""
     test = (
         "OLS of each run's excess share of forgetting events (Fisher exact per problem at "
         f"{alpha:g}, less its no-change expectation) per interval C → 2C on log2 n"
     )
     if counts not in df.columns or df[counts].null_count() == df.height:
-        return StatResult.refused(f"no per-problem counts ({counts}) in these runs", test=test)
+        why = f"no per-problem counts ({counts}) in these runs"
+        return [StatResult.refused(why, test=test) for _ in adjusts]
     iv = intervals(df, counts, alpha)
     if iv.height == 0:
-        return StatResult.refused("no run has two evaluations with counts", test=test)
+        return [StatResult.refused("no run has two evaluations with counts", test=test)
+                for _ in adjusts]  # fmt: skip
     start = common_start(iv)
     runs = per_run(iv, start)
+    return [_slope(runs, start, test, adjust) for adjust in adjusts]
+
+
+def _slope(runs: pl.DataFrame, start: float, test: str, adjust: Sequence[str]) -> StatResult:
+    """The slope of `forgetting_trend` on the per-run table `runs` (`per_run`)."""
     ns = runs["n"].n_unique() if "n" in runs.columns else 0
     if ns < 2 or runs.height < 6:
         return StatResult.refused(
@@ -292,7 +297,7 @@ def forgetting_trend(
     for c in adjust:
         cols.append(runs[c].to_numpy())
         test += f" + {c}"
-    beta, cov, dof = _hc3(np.column_stack(cols), y)
+    beta, cov, dof = hc3_arrays(np.column_stack(cols), y)
     se = math.sqrt(cov[1, 1]) if math.isfinite(cov[1, 1]) and cov[1, 1] > 0 else math.nan
     if dof < 2 or not math.isfinite(se):
         return StatResult.refused(

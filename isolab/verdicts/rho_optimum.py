@@ -42,6 +42,7 @@ from scipy import special, stats
 
 from isolab.metrics import clopper_pearson_upper
 from isolab.table import final_rows
+from isolab.verdicts.ols import hc3_arrays
 from isolab.verdicts.result import ALPHA, StatResult, t_quantile
 from isolab.verdicts.verdict import decide
 from isolab.vocab import (
@@ -112,21 +113,6 @@ def _axis(axis: Axis) -> pl.Expr:
     return (pl.col(FLOPS_LEARNING) / pl.col(FLOPS_SEARCH)).log()
 
 
-def _hc3(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """OLS coefficients, HC3 covariance and residual df (statsmodels' `cov_type="HC3"`, a test
-    checks it): the same small-sample robust errors as `isolab.verdicts.ols.hc3_ols`, without
-    a formula, so that the calibration's thousands of fits take a millisecond each. A point of
-    leverage 1 has no HC3 error: the covariance comes out NaN."""
-    XtX_inv = np.linalg.pinv(X.T @ X)
-    beta = XtX_inv @ X.T @ y
-    e = y - X @ beta
-    h = np.einsum("ij,jk,ik->i", X, XtX_inv, X)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        omega = np.where(h < 1 - 1e-10, e**2 / (1 - h) ** 2, np.nan)
-    cov = XtX_inv @ (X.T * omega) @ X @ XtX_inv
-    return beta, cov, len(y) - int(np.linalg.matrix_rank(X))
-
-
 def _dummies(values: np.ndarray, drop_first: bool) -> np.ndarray:
     levels = np.unique(values)
     cols = levels[1:] if drop_first else levels
@@ -171,7 +157,7 @@ def _vertex_test(
         blocks.append(_dummies(rows["seed"].cast(pl.String).to_numpy(), drop_first=True))
     slopes = [m * xc**k for m in (is_first, ~is_first) for k in (1, 2)]
     X = np.column_stack([*blocks, *slopes])
-    beta, cov, dof = _hc3(X, y)
+    beta, cov, dof = hc3_arrays(X, y)
     if dof < 2:
         return StatResult.refused(f"{n} runs for {X.shape[1]} parameters: too few", n), []
     j = X.shape[1] - 4  # the class terms: b1 first, b2 first, b1 second, b2 second
@@ -272,7 +258,7 @@ def rho_optimum_difference(
     linear and a quadratic term in logit ρ (centred on the class's mean); each class's ρ* is
     the vertex of its quadratic, and Δ's SE is the delta method's on the joint covariance.
 
-    Errors: HC3 (`_hc3`), with seed fixed effects. The runs of one seed share their data order,
+    Errors: HC3 (`ols.hc3_arrays`), with seed fixed effects. The runs of one seed share their data order,
     an additive shift the seed levels absorb; what is left is independent across runs but not
     of equal variance (one system, or one ρ, can be noisier than another), which HC3 allows.
     Clustering by seed instead would leave 4 clusters: a t reference on 3 df and a covariance

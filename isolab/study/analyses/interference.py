@@ -77,9 +77,10 @@ def interference(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
             continue
         start = itf.common_start(iv)
         runs = itf.per_run(iv, start)
-        plots.plot_forgetting(_widest_bp(iv), ax_f[i])
-        ax_f[i].set_title(f"{name} (B_p = {_widest_bp(iv)['B_p'][0]})"
-                          if "B_p" in iv.columns else name, fontsize="small")  # fmt: skip
+        shown = _widest_bp(iv)
+        plots.plot_forgetting(shown, ax_f[i])
+        ax_f[i].set_title(f"{name} (B_p = {shown['B_p'][0]})" if "B_p" in iv.columns else name,
+                          fontsize="small")  # fmt: skip
         plots.plot_excess_vs_gain(runs, ax_g[i])
         ax_g[i].set_title(f"{name}: intervals from C = {start:,.0f}", fontsize="small")
         by_n = (
