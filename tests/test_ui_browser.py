@@ -44,7 +44,12 @@ pytest.importorskip("selenium", reason="selenium is not installed (pip install -
 from helpers import free_port  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 from selenium import webdriver  # noqa: E402
-from selenium.common.exceptions import TimeoutException, WebDriverException  # noqa: E402
+from selenium.common.exceptions import (  # noqa: E402
+    ElementClickInterceptedException,
+    StaleElementReferenceException,
+    TimeoutException,
+    WebDriverException,
+)
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
@@ -329,7 +334,7 @@ def test_mlflow_ui_opens_on_a_sweeps_points_charts_against_compute_and_figures(
 
         # 3. The chart view: its metrics against compute (x: a metric, not the step).
         mode = "//input[@name='runs-view-mode'][@value='CHART']/ancestor::label[1]"
-        ui.wait(EC.element_to_be_clickable((By.XPATH, mode)), "the chart view switch").click()
+        ui.click((By.XPATH, mode), "the chart view switch")
         ui.wait(
             EC.visibility_of_element_located((By.XPATH, "//*[text()='At equal compute']")),
             "the chart section 'At equal compute'",
@@ -365,15 +370,13 @@ def test_mlflow_ui_opens_on_a_sweeps_points_charts_against_compute_and_figures(
 
         # 5. The sweep's parent run, from the experiment's description: its analysis figure.
         ui.get(_printed_link(log, STUDY))
-        ui.wait(
-            EC.element_to_be_clickable(
-                (
-                    By.CSS_SELECTOR,
-                    "[data-component-id='mlflow.experiment.metadata_editor.expand_button']",
-                )
+        ui.click(
+            (
+                By.CSS_SELECTOR,
+                "[data-component-id='mlflow.experiment.metadata_editor.expand_button']",
             ),
             "the expander of the experiment's description",
-        ).click()
+        )
         ui.follow(
             (By.PARTIAL_LINK_TEXT, "the sweep's run"),
             "the link to the sweep's run in the experiment's description",
@@ -382,9 +385,7 @@ def test_mlflow_ui_opens_on_a_sweeps_points_charts_against_compute_and_figures(
         ui.click_text("Artifacts", "the Artifacts tab of the parent run")
         for node in ("analysis", ANALYSIS, "figures", FIGURE):  # not the breadcrumb's links
             locator = (By.XPATH, f"//*[normalize-space(text())='{node}'][not(ancestor::a)]")
-            ui.wait(
-                EC.element_to_be_clickable(locator), f"{node} in the parent's artifacts"
-            ).click()
+            ui.click(locator, f"{node} in the parent's artifacts")
         ui.wait_image(FIGURE_PX, f"the preview of {FIGURE}")
         ui.shot("5-parent-analysis")
 
@@ -392,9 +393,7 @@ def test_mlflow_ui_opens_on_a_sweeps_points_charts_against_compute_and_figures(
         #    (a sandboxed blob: URL), which must show its title and every figure it embeds.
         for node in ("report", REPORT_FILE):
             locator = (By.XPATH, f"//*[normalize-space(text())='{node}'][not(ancestor::a)]")
-            ui.wait(
-                EC.element_to_be_clickable(locator), f"{node} in the parent's artifacts"
-            ).click()
+            ui.click(locator, f"{node} in the parent's artifacts")
         ui.wait(
             EC.frame_to_be_available_and_switch_to_it(
                 (By.CSS_SELECTOR, "iframe.mlflow-html-iframe")
@@ -450,7 +449,7 @@ class _Page:
     def follow(self, locator: tuple[str, str], what: str) -> None:
         """Click a link of a description (MLflow opens those in a new tab) and go on there."""
         before = set(self.driver.window_handles)
-        self.wait(EC.element_to_be_clickable(locator), what).click()
+        self.click(locator, what)
         self.wait(lambda d: set(d.window_handles) - before, f"the tab that {what} opens")
         (tab,) = set(self.driver.window_handles) - before
         self.driver.switch_to.window(tab)
@@ -505,9 +504,24 @@ class _Page:
             pass
         self.fail(f"the UI did not show {what} within {WAIT_S} s")
 
+    def click(self, locator: tuple[str, str], what: str) -> None:
+        """Click `locator` once a click lands: while the page still renders (an artifact tree
+        unfolding, a table re-laying out), another element can sit where it is drawn, or the
+        element be replaced, and the click is tried again (CI once failed on one such race)."""
+
+        def clicked(driver: webdriver.Chrome) -> bool:
+            try:
+                element = EC.element_to_be_clickable(locator)(driver)
+                if element:
+                    element.click()
+                return bool(element)
+            except (ElementClickInterceptedException, StaleElementReferenceException):
+                return False
+
+        self.wait(clicked, what)
+
     def click_text(self, text: str, what: str) -> None:
-        locator = (By.XPATH, f"//*[normalize-space(text())='{text}']")
-        self.wait(EC.element_to_be_clickable(locator), what).click()
+        self.click((By.XPATH, f"//*[normalize-space(text())='{text}']"), what)
 
     def check(self, ok: bool, message: str) -> None:
         if not ok:

@@ -83,11 +83,13 @@ def device_peak(dtype: str, cuda_name: str | None = None) -> Peak:
     )
 
 
-def cpu_matmul_peak() -> float:
-    """This host's CPU peak at this process's threads: the fastest fp32 matmul rate measured
-    here — this process's probe (`probe_matmul`, once per process and thread count) or any
-    earlier one recorded in the host's cache, which the probe raises where it beats it."""
-    return record_cpu_peak(_probe(_threads()))
+def cpu_matmul_peak(threads: int | None = None) -> float:
+    """This host's CPU peak at `threads` (default: this process's): the fastest fp32 matmul
+    rate measured here — this process's probe (`probe_matmul`, once per process and thread
+    count) or any earlier one recorded in the host's cache, which the probe raises where it
+    beats it."""
+    threads = threads or _threads()
+    return record_cpu_peak(_probe(threads), threads=threads)
 
 
 def record_cpu_peak(flops_per_s: float, threads: int | None = None) -> float:
@@ -154,12 +156,16 @@ def _probe(threads: int) -> float:
     high)."""
     import torch
 
+    before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
         single = probe_matmul()
+        if threads == 1:
+            return single
+        torch.set_num_threads(threads)  # its own count, whatever the caller's thread holds
+        return max(threads * single, probe_matmul())
     finally:
-        torch.set_num_threads(threads)
-    return max(threads * single, probe_matmul() if threads > 1 else single)
+        torch.set_num_threads(before)
 
 
 def _threads() -> int:
