@@ -57,6 +57,7 @@ ADDED_FIELDS: dict[str, Any] = {
     "search_oversample": 1,
     "eval_sets": {},
     "processes": 1,
+    "eval_judge": None,
 }
 
 
@@ -117,6 +118,11 @@ class RunConfig:
             task card's path (its validation set), or `train`: the first `eval_problems` of the
             run's own training problems (per-problem curves on what it trains on). Names:
             lower-case letters, digits, `_`.
+        eval_judge: a process reward model that judges every evaluation completion (on
+            validation and on each of `eval_sets`), logged as `eval/judge` (`eval-<name>/judge`):
+            its mean score over all samples, a target beside avg@k. `tiny-prm` for the tiny
+            models, a hub PRM id for chat tasks (e.g. `Qwen/Qwen2.5-Math-PRM-7B`). Its FLOPs are
+            logged apart as `flops/judge`, never in `flops/total`. None: no judge.
         pool_size: size of the problem pool that difficulty labelling draws from.
         train_limit: train on the first this many problems of the split only (None = all), so
             that a finite pool saturates sooner; validation problems are unchanged.
@@ -161,6 +167,7 @@ class RunConfig:
     eval_k_samples: int = 8
     eval_ks: tuple[int, ...] = (1, 4)
     eval_sets: dict[str, str] = field(default_factory=dict)
+    eval_judge: str | None = None
     pool_size: int = 4000
     train_limit: int | None = None
     data_dir: str | None = None
@@ -222,6 +229,11 @@ class RunConfig:
             raise ValueError(
                 f"eval_k_samples = {self.eval_k_samples} < max(eval_ks) = {max(self.eval_ks)}: "
                 "the unbiased best@k/worst@k estimators need at least k samples; raise eval_k_samples."
+            )
+        if self.eval_judge is not None and not str(self.eval_judge).strip():
+            raise ValueError(
+                "eval_judge = '': name a process reward model (`tiny-prm`, or a hub PRM id), or "
+                "leave it out for no judge."
             )
         if self.eval_problems < 1:
             raise ValueError(f"eval_problems = {self.eval_problems}: must be ≥ 1.")

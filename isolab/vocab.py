@@ -26,6 +26,8 @@ def eval_metric(stat: str, k: int) -> str:
 EVAL_AVG = eval_metric("avg", 4)  # mean accuracy over 4 samples: the papers' main y-axis
 EVAL_BEST = eval_metric("best", 4)  # best@4 (pass@4): a problem counts if any sample is right
 EVAL_WORST = eval_metric("worst", 4)  # worst@4: a problem counts only if every sample is right
+#: the evaluation judge's mean process score over every sample (`RunConfig.eval_judge`)
+EVAL_JUDGE = f"{EVAL_PREFIX}judge"
 #: The metrics the analyses read by default, in the order they report them.
 DEFAULT_METRICS = (EVAL_AVG, EVAL_BEST, EVAL_WORST)
 
@@ -42,6 +44,7 @@ FLOPS_SEARCH = "flops/search"
 FLOPS_LEARNING = "flops/learning"
 FLOPS_REWARD = "flops/reward"
 FLOPS_EVAL = "flops/eval"
+FLOPS_JUDGE = "flops/judge"  # the evaluation judge's forward (`RunConfig.eval_judge`): apart
 FLOPS_HW_TOTAL = "flops_hw/total"
 FLOPS_HW_LEARNING = "flops_hw/learning"
 #: Model FLOPs utilisation: model FLOPs per second over the devices' peak (isolab.compute.peak),

@@ -401,6 +401,62 @@ def test_more_evaluation_sets_log_under_their_own_prefix(tracking_uri, isolab_ca
     assert set(seen["correct_counts_by_step"]) == {"0", "2"}
 
 
+def test_a_judge_scores_every_evaluation_apart_from_the_runs_compute(tracking_uri, isolab_cache):
+    """`eval_judge: tiny-prm`: the process reward model scores every evaluation completion,
+    on validation and on each extra set, logged as eval/judge and eval-<set>/judge; its forward
+    is charged to flops/judge — the FLOPs FlopCounterMode measures when the same completions are
+    scored again — and never to flops/total."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from isolab.compute.ledger import FlopLedger
+    from isolab.difficulty import load_or_label
+    from isolab.models import reward as reward_models
+    from isolab.planning import model_config
+    from isolab.rl.evaluate import Evaluator
+    from isolab.rl.rewards import prm
+    from isolab.rl.train import train
+    from isolab.tracking.runs import load_runs
+
+    reward_models.build("tiny-prm")
+    cfg = RunConfig(
+        experiment="judge", model="tiny-m", split="easy", n=2, B_p=4, M=2, eval_problems=24,
+        eval_k_samples=4, eval_sets={"shifted": "arithmetic:max_terms=3"}, eval_judge="tiny-prm",
+    )  # fmt: skip
+    assert train(cfg, tracking_uri=tracking_uri).status == "FINISHED"
+    runs = load_runs("judge", tracking_uri=tracking_uri)
+    assert runs.height == 2  # the start and the end
+    for column in ("eval/judge", "eval-shifted/judge", "flops/judge"):
+        assert runs[column].null_count() == 0, column
+    assert (
+        runs["eval/judge"].is_between(0, 1).all()
+        and runs["eval-shifted/judge"].is_between(0, 1).all()
+    )
+    end = runs.sort("step").row(-1, named=True)
+    assert end["flops/judge"] > 0
+    assert end["flops/total"] == end["flops/search"] + end["flops/learning"] + end["flops/reward"]
+
+    # the charge is the judge's measured forward (FlopCounterMode, one unpadded sequence at a
+    # time: model FLOPs, no padding), and the score its mean over every sample
+    problems = load_or_label("tiny-m", "arithmetic", pool_size=cfg.pool_size).val("easy")[:2]
+    task = get_task("arithmetic", "raw")
+    judge = prm(task, "tiny-prm")
+    ledger = FlopLedger(model_config("tiny-m"))
+    evaluator = Evaluator(
+        cfg.replace(eval_k_samples=2, eval_ks=(1, 2)), task, problems, None, ledger, judge
+    )
+    texts = [problems[0].answer[::-1], "7", problems[1].answer[::-1], "123"]
+    score = evaluator._judged(texts)
+    with FlopCounterMode(display=False) as counter:
+        one_by_one = [
+            judge(prompts=[prompt], completions=[text])[0]
+            for prompt, text in zip([evaluator.prompts[0]] * 2 + [evaluator.prompts[1]] * 2, texts,
+                                    strict=True)
+        ]  # fmt: skip
+    assert ledger.state_dict()["judge"] == counter.get_total_flops() > 0
+    assert score == pytest.approx(sum(one_by_one) / 4)
+    assert ledger.state_dict()["search"] == 0 and ledger.end_step(0)["flops/total"] == 0
+
+
 def test_an_eval_set_that_cannot_load_is_refused():
     with pytest.raises(ValueError, match="eval_sets.shifted: .*knob=integer"):
         RunConfig(eval_sets={"shifted": "arithmetic:digits=4"})

@@ -6,7 +6,8 @@ arXiv 2607.13389). The training callback records each step's calls with their ex
 per-sequence token counts; ``end_step`` returns the step's metrics under isolab's names:
 
 - ``flops_step/{search,learning,reward,total}``: this step;
-- ``flops/{search,learning,reward,total}``: cumulative model FLOPs; ``flops/eval`` apart;
+- ``flops/{search,learning,reward,total}``: cumulative model FLOPs; ``flops/eval`` and the
+  evaluation judge's ``flops/judge`` apart;
 - ``flops_hw/{learning,total}``: cumulative hardware FLOPs (gradient-checkpointing recompute);
 - ``compute/rollouts``, ``compute/tokens`` (prompt + generated tokens of the rollouts),
   ``compute/rho`` (cumulative), ``compute/rho_step``; ``time/reward_s`` (cumulative).
@@ -51,6 +52,7 @@ class _Tally:
     learning_hw: int = 0
     reward: int = 0
     eval: int = 0
+    judge: int = 0
     rollouts: int = 0
     tokens: int = 0
     reward_s: float = 0.0
@@ -166,6 +168,11 @@ class FlopLedger:
         self._run.eval += generation_flops(
             self.model_config, prompt_lens, completion_lens, self._generation_lora
         )
+
+    def record_judge(self, judge_config: Any, seq_lens: Iterable[int]) -> None:
+        """The evaluation judge's forward (`RunConfig.eval_judge`) over the scored tokens of each
+        completion: counted in ``flops/judge`` only, never in ``flops/total``."""
+        self._run.judge += reward_model_flops(judge_config, seq_lens)
 
     # ---- closing a step -------------------------------------------------------------------
     def merge_step(

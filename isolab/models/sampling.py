@@ -18,6 +18,8 @@ class SampleResult:
     n_samples: int
     prompt_lens: list[int] = field(default_factory=list)
     completion_lens: list[int] = field(default_factory=list)
+    #: every completion's text, prompt by prompt (`n_samples` each)
+    texts: list[str] = field(default_factory=list)
 
 
 @torch.no_grad()
@@ -43,6 +45,7 @@ def sample_and_grade(
     counts = np.zeros(len(prompts), dtype=int)
     prompt_lens: list[int] = []
     completion_lens: list[int] = []
+    all_texts: list[str] = []
     eos = tokenizer.eos_token_id
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -68,6 +71,7 @@ def sample_and_grade(
                 counts[prompt_index] += bool(verify(text, answers[prompt_index]))
                 completion_lens.append(ids.index(eos) + 1 if eos in ids else len(ids))
             prompt_lens.extend(lengths)
+            all_texts.extend(texts)
     if was_training:
         model.train()
-    return SampleResult(counts, n_samples, prompt_lens, completion_lens)
+    return SampleResult(counts, n_samples, prompt_lens, completion_lens, all_texts)

@@ -1,5 +1,7 @@
 """Evaluation during a run: every `eval_k_samples` completions per validation problem at the
-chosen steps (or compute checkpoints), avg@k / best@k / worst@k, and the per-problem counts."""
+chosen steps (or compute checkpoints), avg@k / best@k / worst@k, the per-problem counts, and
+where the run names one (`RunConfig.eval_judge`) a judge's mean process score of every
+completion (`eval/judge`; its FLOPs apart in the ledger)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from isolab.metrics import metrics_from_counts
 from isolab.models.sampling import sample_and_grade
 from isolab.tasks import Task
 from isolab.tasks.base import as_text
-from isolab.vocab import EVAL_PREFIX, EVAL_SET_PREFIX
+from isolab.vocab import EVAL_JUDGE, EVAL_PREFIX, EVAL_SET_PREFIX
 
 
 def eval_set_metric(name: str, metric: str) -> str:
@@ -20,8 +22,12 @@ def eval_set_metric(name: str, metric: str) -> str:
 class Evaluator:
     """Samples `eval_k_samples` completions per validation problem and logs avg/best/worst@k."""
 
-    def __init__(self, cfg: RunConfig, task: Task, problems, tokenizer, ledger: FlopLedger):
-        self.cfg, self.task, self.tok, self.ledger = cfg, task, tokenizer, ledger
+    def __init__(
+        self, cfg: RunConfig, task: Task, problems, tokenizer, ledger: FlopLedger, judge=None
+    ):
+        """`judge`: a process reward model (`isolab.rl.rewards.prm`) that scores every
+        completion, or None."""
+        self.cfg, self.task, self.tok, self.ledger, self.judge = cfg, task, tokenizer, ledger, judge
         self.prompts = [as_text(task.prompt(p), tokenizer) for p in problems]
         self.answers = [p.answer for p in problems]
         self.ids = [p.id for p in problems]
@@ -63,7 +69,7 @@ class Evaluator:
     def add_set(self, name: str, task: Task, problems) -> None:
         """Evaluate `problems` of `task` too, at the same checkpoints and with the same samples,
         logged as `eval-<name>/…` (`RunConfig.eval_sets`)."""
-        self.sets[name] = Evaluator(self.cfg, task, problems, self.tok, self.ledger)
+        self.sets[name] = Evaluator(self.cfg, task, problems, self.tok, self.ledger, self.judge)
 
     def _evaluate(self, model, step: int, max_new_tokens: int) -> dict[str, float]:
         result = sample_and_grade(
@@ -80,4 +86,16 @@ class Evaluator:
         self.ledger.record_eval(result.prompt_lens, result.completion_lens)
         counts = result.counts.tolist()
         self.history[step] = counts
-        return metrics_from_counts(counts, self.cfg.eval_k_samples, self.cfg.eval_ks)
+        metrics = metrics_from_counts(counts, self.cfg.eval_k_samples, self.cfg.eval_ks)
+        if self.judge is not None:
+            metrics[EVAL_JUDGE] = self._judged(result.texts)
+        return metrics
+
+    def _judged(self, texts: list[str]) -> float:
+        """The judge's mean score of every completion (each prompt's `eval_k_samples`), its
+        forward charged to `flops/judge`."""
+        k = self.cfg.eval_k_samples
+        prompts = [p for p in self.prompts for _ in range(k)]
+        scores = self.judge(prompts=prompts, completions=texts)
+        self.ledger.record_judge(self.judge.reward_model_config, self.judge.last_seq_lens)
+        return float(sum(scores) / len(scores))

@@ -36,7 +36,7 @@ from isolab.config import RunConfig
 from isolab.models.reward import reward_model_config_for
 from isolab.rl import engines, ranks, vllm_cpu
 from isolab.rl.evaluate import Evaluator
-from isolab.rl.rewards import get_rewards
+from isolab.rl.rewards import get_rewards, prm
 from isolab.rl.trainer import (
     Checkpointing,
     Suspended,
@@ -227,6 +227,11 @@ def train(
             cfg.reward, task, cfg.extra.get("reward_model"), cfg.trust_remote_code
         )
     ]
+    judge = (  # the evaluation judge, loaded as the rewards are: before the run exists
+        prm(task, cfg.eval_judge, trust_remote_code=cfg.trust_remote_code)
+        if cfg.eval_judge
+        else None
+    )
     vllm_on_cpu = engine == "vllm" and not torch.cuda.is_available()
     if vllm_on_cpu:  # refused before the run exists; kernels that keep the weights (vllm_cpu)
         vllm_cpu.check_head_size(model.config, cfg.model)
@@ -262,7 +267,7 @@ def train(
                 "answer": [p.answer for p in train_problems],
             }
         )
-        evaluator = Evaluator(cfg, task, val_problems, tok, ledger)
+        evaluator = Evaluator(cfg, task, val_problems, tok, ledger, judge)
         for name, (set_task, set_problems) in eval_sets.items():
             evaluator.add_set(name, set_task, set_problems)
         if resumed is not None:

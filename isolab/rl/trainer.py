@@ -34,6 +34,7 @@ from isolab.stop import STOP
 from isolab.tracking import RunLogger
 from isolab.vocab import (
     FLOPS_EVAL,
+    FLOPS_JUDGE,
     FLOPS_TOTAL,
     MFU_LEARNING,
     MFU_RUN,
@@ -323,7 +324,7 @@ def make_callback(
             metrics = evaluator(model, 0, max_new_tokens)
             results["base_eval"] = metrics
             results["last_eval"] = metrics
-            start = {ROLLOUTS: 0.0, FLOPS_TOTAL: 0.0, FLOPS_EVAL: _eval_flops(ledger)}
+            start = {ROLLOUTS: 0.0, FLOPS_TOTAL: 0.0, **_eval_flops(ledger, cfg)}
             logger.log_metrics({**metrics, **start}, step=0)
             logger.flush()
             ranks.barrier()
@@ -356,7 +357,7 @@ def make_callback(
             if main and due:
                 ev = evaluator(model, step, max_new_tokens)
                 results["last_eval"] = ev
-                metrics = {**metrics, **ev, FLOPS_EVAL: _eval_flops(ledger)}
+                metrics = {**metrics, **ev, **_eval_flops(ledger, cfg)}
                 logger.log_metrics(metrics, step=step)
                 logger.flush()  # an evaluation point is a finished result: never lose it
                 if checkpointing is not None and step < total_steps:
@@ -486,6 +487,11 @@ class _MfuClock:
         return out
 
 
-def _eval_flops(ledger: FlopLedger) -> float:
-    """Cumulative evaluation FLOPs: logged apart (`flops/eval`), never part of `flops/total`."""
-    return float(ledger.state_dict()["eval"])
+def _eval_flops(ledger: FlopLedger, cfg: RunConfig) -> dict[str, float]:
+    """Cumulative evaluation FLOPs, and the evaluation judge's where the run has one: logged
+    apart (`flops/eval`, `flops/judge`), never part of `flops/total`."""
+    state = ledger.state_dict()
+    out = {FLOPS_EVAL: float(state["eval"])}
+    if cfg.eval_judge:
+        out[FLOPS_JUDGE] = float(state["judge"])
+    return out
