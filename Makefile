@@ -81,7 +81,7 @@ notebooks: $(STAMP)
 
 # Every study's cpu-scale sweeps, analysis and figures without Jupyter (resumable).
 studies: $(STAMP)
-	for s in healthy-recipe nstar n-vs-bp bestk-worstk reward-rho model-size interference targets; do \
+	for s in healthy-recipe nstar n-vs-bp bestk-worstk reward-rho model-size interference targets mixtures; do \
 	  $(ISOLAB) study run $$s --scale cpu; done
 
 # JupyterLab on the notebooks (installed into .venv on first use).

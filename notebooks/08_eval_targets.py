@@ -19,25 +19,32 @@
 # # 08 · Evaluation targets that disagree
 #
 # **Question.** The n that is best on the training distribution's own validation set: is it
-# also best on problems the policy never trains on?
+# also best on problems the policy never trains on, and under a judge of process quality?
 #
 # **Paper.** Wilhelm & Kao (arXiv 2607.13389): the native training reward, downstream pass@1
 # on other benchmarks and a common judge of process quality pick different allocations.
 #
-# **Data.** Sweep `targets` of study `nstar`: the Hard arms of notebook 02's grid at B_p = 16,
-# n = 2 … 32, 3 seeds, the same configs and seeds, with a second evaluation set beside
-# validation — 300 problems of a shifted distribution (sums of up to three operands; training
-# draws two), 16 samples each, at every checkpoint. Hard's optimum is inside notebook 02's grid;
-# Easy's sits at its lower edge (n = 2), where no difference of optima can be read. At cpu
-# scale 15 runs, about 30 minutes with 2 workers, or seconds from `runs/nstar/cpu/targets/`.
-# Not built at this scale: a judge of process quality as a third target.
+# **Data.** Two sweeps of study `nstar`, the Hard arms of notebook 02's grid at B_p = 16,
+# n = 2 … 32, 3 seeds, the same configs and seeds:
+# - `targets`: a second evaluation set beside validation — 300 problems of a shifted
+#   distribution (sums of up to three operands; training draws two), 16 samples each, at every
+#   checkpoint;
+# - `judge`: the same runs again with a third target, a judge of process quality — the shipped
+#   tiny PRM scores every evaluation completion (`eval_judge: tiny-prm`), and its mean score is
+#   logged as `eval/judge`. The judge's FLOPs are logged apart (`flops/judge`), never in the
+#   run's compute.
+#
+# Hard's optimum is inside notebook 02's grid; Easy's sits at its lower edge (n = 2), where no
+# difference of optima can be read. At cpu scale each sweep is 15 runs, about 30 minutes with 2
+# workers, or seconds from `runs/nstar/cpu/`.
 #
 # **The test.** Each target's n* is the vertex of a quadratic in log2 n (+ a level per seed)
 # of the runs' last evaluations; the two fits share the runs, so their errors are correlated
 # as the residuals are, and the difference of the vertices is tested with that joint
 # covariance (`isolab.verdicts.targets`). It is tested only where both curvatures are resolved
-# and both optima lie inside the grid. Calibrated on worlds with one optimum for both targets
-# (also with the shifted target half as curved) and with optima 1.5 doublings apart.
+# and both optima lie inside the grid. Each pair (validation against the shifted set, and
+# against the judge) is one claim. Calibrated on worlds with one optimum for both targets (also
+# with the second target half as curved) and with optima 1.5 doublings apart.
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | gpu
@@ -59,13 +66,17 @@ report = study.analyse(targets, data, scale)
 # %% [markdown]
 # ## Each target at the budget against n, and the shifted target against compute
 # Grey: each run's last evaluation; black: seed means; red: a quadratic in log2 n with its
-# vertex where it has one inside the grid. Right: the shifted target's learning curves per n.
+# vertex where it has one inside the grid. Validation, the shifted set, the judge; right: the
+# shifted target's learning curves per n.
 
 # %%
 report.figure("targets")
 
 # %%
 report.tables.get("by_n")
+
+# %%
+report.tables.get("judge_by_n")
 
 # %% [markdown]
 # ## What these runs say

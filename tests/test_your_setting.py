@@ -445,7 +445,7 @@ def test_a_judge_scores_every_evaluation_apart_from_the_runs_compute(tracking_ur
         cfg.replace(eval_k_samples=2, eval_ks=(1, 2)), task, problems, None, ledger, judge
     )
     texts = [problems[0].answer[::-1], "7", problems[1].answer[::-1], "123"]
-    score = evaluator._judged(texts)
+    score = evaluator.judged(judge, texts)
     with FlopCounterMode(display=False) as counter:
         one_by_one = [
             judge(prompts=[prompt], completions=[text])[0]

@@ -14,7 +14,7 @@ One module per subject, every name importable from here (``plots.plot_frontier(d
 """
 
 from isolab.plots.adaptive import plot_adaptive, plot_adaptive_compute, plot_adaptive_path
-from isolab.plots.curves import plot_bought, plot_curves, plot_final, plot_optimum
+from isolab.plots.curves import plot_bought, plot_curves, plot_final, plot_optima, plot_optimum
 from isolab.plots.frontier import plot_frontier, plot_metric_effect, plot_n_star, plot_tradeoff
 from isolab.plots.interference import (
     plot_excess_vs_gain,
@@ -43,6 +43,7 @@ __all__ = [
     "plot_frontier",
     "plot_metric_effect",
     "plot_n_star",
+    "plot_optima",
     "plot_optimum",
     "plot_problem_curves",
     "plot_race",

@@ -110,3 +110,31 @@ def plot_optimum(final: pl.DataFrame, ax: Axes, *, y: str, fitted: np.ndarray | 
     ax.set_ylabel(label(y))
     ax.legend(fontsize="x-small")
     return ax
+
+
+def plot_optima(finals: dict[str, pl.DataFrame], ax: Axes, *, y: str) -> Axes:
+    """Each group's last `y` against n (log2 axis), one colour per group: its seed means, a
+    quadratic in log2 n through its runs and the quadratic's vertex (dashed) where it is a
+    maximum inside the group's grid."""
+    finals = {k: f for k, f in finals.items() if f.height}
+    if not finals:
+        return empty_panel(ax, f"no runs with a finite {y}")
+    ax.set_xscale("log", base=2)
+    for i, (name, final) in enumerate(finals.items()):
+        colour = plt.get_cmap("tab10")(i % 10)
+        means = final.group_by("n").agg(pl.col(y).mean()).sort("n")
+        ax.plot(means["n"], means[y], "o", color=colour, label=name)
+        ax.scatter(final["n"], final[y], color=colour, s=8, alpha=0.35)
+        ns = final["n"].to_numpy().astype(float)
+        if np.unique(ns).size < 3:
+            continue
+        fitted = np.polyfit(np.log2(ns), final[y].to_numpy(), 2)
+        x = np.linspace(np.log2(ns.min()), np.log2(ns.max()), 100)
+        ax.plot(2**x, np.polyval(fitted, x), color=colour, lw=1.2)
+        v = -fitted[1] / (2 * fitted[0]) if fitted[0] < 0 else np.nan
+        if x[0] < v < x[-1]:
+            ax.axvline(2**v, color=colour, ls="--", lw=1, label=f"{name}: n* ≈ {2**v:.3g}")
+    ax.set_xlabel("n (rollouts per problem)")
+    ax.set_ylabel(label(y))
+    ax.legend(fontsize="x-small")
+    return ax

@@ -29,11 +29,12 @@ def label(column: str) -> str:
     """Axis label with units for a runs-table column."""
     if column in AXIS_LABELS:
         return AXIS_LABELS[column]
+    unit = "mean judge score, 0–1" if column.endswith("/judge") else "fraction correct"
     if column.startswith("eval/"):
-        return f"{column.removeprefix('eval/')} (fraction correct)"
+        return f"{column.removeprefix('eval/')} ({unit})"
     if column.startswith("eval-") and "/" in column:  # an evaluation set's: eval-shifted/avg@4
         name, metric = column.removeprefix("eval-").split("/", 1)
-        return f"{metric} on {name} (fraction correct)"
+        return f"{metric} on {name} ({unit})"
     return column
 
 

@@ -9,6 +9,7 @@ from isolab.compute.ledger import FlopLedger
 from isolab.config import RunConfig
 from isolab.metrics import metrics_from_counts
 from isolab.models.sampling import sample_and_grade
+from isolab.rl.rewards import PricedReward
 from isolab.tasks import Task
 from isolab.tasks.base import as_text
 from isolab.vocab import EVAL_JUDGE, EVAL_PREFIX, EVAL_SET_PREFIX
@@ -23,7 +24,13 @@ class Evaluator:
     """Samples `eval_k_samples` completions per validation problem and logs avg/best/worst@k."""
 
     def __init__(
-        self, cfg: RunConfig, task: Task, problems, tokenizer, ledger: FlopLedger, judge=None
+        self,
+        cfg: RunConfig,
+        task: Task,
+        problems,
+        tokenizer,
+        ledger: FlopLedger,
+        judge: PricedReward | None = None,
     ):
         """`judge`: a process reward model (`isolab.rl.rewards.prm`) that scores every
         completion, or None."""
@@ -88,14 +95,14 @@ class Evaluator:
         self.history[step] = counts
         metrics = metrics_from_counts(counts, self.cfg.eval_k_samples, self.cfg.eval_ks)
         if self.judge is not None:
-            metrics[EVAL_JUDGE] = self._judged(result.texts)
+            metrics[EVAL_JUDGE] = self.judged(self.judge, result.texts)
         return metrics
 
-    def _judged(self, texts: list[str]) -> float:
-        """The judge's mean score of every completion (each prompt's `eval_k_samples`), its
-        forward charged to `flops/judge`."""
+    def judged(self, judge: PricedReward, texts: list[str]) -> float:
+        """`judge`'s mean score of every completion (each prompt's `eval_k_samples`, in order),
+        its forward charged to `flops/judge`."""
         k = self.cfg.eval_k_samples
         prompts = [p for p in self.prompts for _ in range(k)]
-        scores = self.judge(prompts=prompts, completions=texts)
-        self.ledger.record_judge(self.judge.reward_model_config, self.judge.last_seq_lens)
+        scores = judge(prompts=prompts, completions=texts)
+        self.ledger.record_judge(judge.reward_model_config, judge.last_seq_lens)
         return float(sum(scores) / len(scores))

@@ -1,4 +1,4 @@
-"""The eight curated studies (one per notebook), their sweeps at each scale, and where their
+"""The nine curated studies (one per notebook), their sweeps at each scale, and where their
 specs, snapshots and results live."""
 
 from __future__ import annotations
@@ -141,9 +141,23 @@ STUDIES: dict[str, Study] = {
             "also best on problems the policy never trains on (sums of up to three operands). "
             "Wilhelm & Kao find that the native reward, downstream pass@1 and a judge of "
             "process quality pick different allocations. `targets`: nstar's Hard arms at B_p = "
-            "16, n = 2 … 32, with the shifted set evaluated beside validation.",
-            ("targets",),
+            "16, n = 2 … 32, with the shifted set evaluated beside validation; `judge`: the same "
+            "runs again with a judge of process quality (the tiny PRM) scoring every completion.",
+            ("targets", "judge"),
             "targets",
+            source="nstar",
+        ),
+        Study(
+            "mixtures",
+            "09_mixtures",
+            "Mixed and extremely hard sets: n* on a mix against its components, n on `never`",
+            "Where n* lies on a 1:1 mix of Easy and Hard problems, against Easy's and Hard's on "
+            "the same design, and what a larger n buys on problems the base never solved in 16 "
+            "samples. The IsoCompute Playbook trains on heterogeneous mixtures, and finds that "
+            "on hard problems a larger n expands coverage (best@k). `main`: nstar's Easy and Hard "
+            "runs; `mix`: the mix on its B_p = 16 row; `never`: n = 2, 8, 32 on `never`.",
+            ("main", "mix", "never"),
+            "mixtures",
             source="nstar",
         ),
     )

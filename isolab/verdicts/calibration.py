@@ -25,6 +25,7 @@ import polars as pl
 
 from isolab.verdicts import effects as fx
 from isolab.verdicts import interference_worlds as iw
+from isolab.verdicts import mixtures as mx
 from isolab.verdicts import rho_optimum as ro
 from isolab.verdicts import targets as tg
 from isolab.verdicts.claims import CLAIMS, SEEN_COUNTS, verdict
@@ -33,7 +34,7 @@ from isolab.verdicts.noise import noise_model, seed_share
 from isolab.verdicts.planned import NSTAR_LONG, NSTAR_MAIN, Grid, planned_study
 from isolab.verdicts.verdict import decide
 from isolab.verdicts.worlds import null_means, simulate_world
-from isolab.vocab import DEFAULT_METRICS, EVAL_BEST, EVAL_WORST, ROLLOUTS
+from isolab.vocab import DEFAULT_METRICS, EVAL_BEST, EVAL_JUDGE, EVAL_WORST, ROLLOUTS
 
 Data = dict[str, pl.DataFrame]
 #: Groups whose curves differ in the null world (never an effect of the claims).
@@ -285,6 +286,29 @@ PLANTS: dict[str, Plant] = {
         world=partial(tg.world, "apart"),
         null_world=partial(tg.world, "same"),
     ),
+    "mixtures.nstar_between": Plant(
+        size=1.5,
+        describe="Easy's n* = 2^2.5, Hard's 2^5.5, the mix's midway (1.5 doublings inside "
+        "either end), all curved at −0.006 per doubling², at each split's measured level, seed "
+        "spread and noise (null: the mix's optimum at Easy's, the end of the range)",
+        world=partial(mx.world, "between"),
+        null_world=partial(mx.world, "at-easy"),
+    ),
+    "mixtures.never_coverage": Plant(
+        size=0.05,
+        describe="best@16 on `never` rising 0.05 per doubling of n at the budget, at its "
+        "measured level, seed spread and noise (null: the same for every n)",
+        world=partial(mx.coverage_world, 0.05),
+        null_world=partial(mx.coverage_world, 0.0),
+    ),
+    "targets.judge_nstar": Plant(
+        size=-tg.WORLDS["apart"][0],
+        describe=f"the judge's optimum {tg.WORLDS['apart'][0]} doublings of n above validation's, "
+        "each a quadratic in log2 n at its measured level, curvature and noise (null: one "
+        "optimum for both)",
+        world=partial(tg.world, "apart", sweep="judge", second=EVAL_JUDGE),
+        null_world=partial(tg.world, "same", sweep="judge", second=EVAL_JUDGE),
+    ),
     "size.best_n_depends": Plant(
         size=0.03,
         describe="slopes in log2 n that differ by 0.03 from the smallest to the largest model",
@@ -374,6 +398,22 @@ STRUCTURED_NULLS: dict[str, StructuredNull] = {
         "test finds it 181 times in 200)",
         ("targets.different_nstar",),
         world=partial(tg.world, "same-curved"),
+    ),
+    "judge-same-optimum-curved": StructuredNull(
+        "one optimum for validation and the judge, both curved at −0.006 per doubling²",
+        ("targets.judge_nstar",),
+        world=partial(tg.world, "same-curved", sweep="judge", second=EVAL_JUDGE),
+    ),
+    "mix-at-hard": StructuredNull(
+        "separated components (n* = 2^2.5 and 2^5.5), the mix's optimum at Hard's: the other "
+        "end of the range",
+        ("mixtures.nstar_between",),
+        world=partial(mx.world, "at-hard"),
+    ),
+    "mix-one-optimum": StructuredNull(
+        "one optimum (n* = 16) for Easy, Hard and the mix: nothing to lie between",
+        ("mixtures.nstar_between",),
+        world=partial(mx.world, "same"),
     ),
     "rho-low-edge": StructuredNull(
         "every reward system best below the grid's lowest ρ (ρ* = 0.018): a monotone response, "

@@ -22,6 +22,7 @@ from isolab.verdicts import (
     fixed_batch,
     interference,
     mechanism,
+    mixtures,
     race,
     rho_optimum,
     saturation,
@@ -31,7 +32,7 @@ from isolab.verdicts import (
 )
 from isolab.verdicts.result import ALPHA, CI_LEVEL, StatResult, t_quantile
 from isolab.verdicts.verdict import Call, Verdict, decide
-from isolab.vocab import EVAL_AVG, EVAL_BEST, EVAL_WORST, ROLLOUTS
+from isolab.vocab import EVAL_AVG, EVAL_BEST, EVAL_JUDGE, EVAL_WORST, ROLLOUTS
 
 Y = EVAL_AVG
 X = ROLLOUTS
@@ -237,6 +238,18 @@ def _targets(data: Data) -> StatResult:
     return targets.optimum_difference(_split(data["targets"], "hard"))
 
 
+def _judge(data: Data) -> StatResult:
+    return targets.optimum_difference(_split(data["judge"], "hard"), EVAL_AVG, EVAL_JUDGE)
+
+
+def _mix_between(data: Data) -> StatResult:
+    return mixtures.between(data["main"], _split(data["mix"], mixtures.MIX))
+
+
+def _never_coverage(data: Data) -> StatResult:
+    return mixtures.coverage_slope(_split(data["never"], "never"))
+
+
 def _rho_rule_vs_model(data: Data) -> StatResult:
     return rho_optimum.rho_optimum_difference(data["full"], Y)
 
@@ -405,6 +418,39 @@ CLAIMS: dict[str, Claim] = {
             expected="≠ 0",
             unit="log2 n*, validation − shifted (up to three operands), at the budget",
             run=_targets,
+        ),
+        Claim(
+            id="targets.judge_nstar",
+            study="targets",
+            text="different evaluation targets select different allocations (Wilhelm & Kao): "
+            "here n* on validation pass rates against a judge of process quality (the tiny PRM's "
+            "mean score of every completion)",
+            split="hard",
+            expected="≠ 0",
+            unit="log2 n*, validation avg@4 − the judge's score, at the budget",
+            run=_judge,
+        ),
+        Claim(
+            id="mixtures.nstar_between",
+            study="mixtures",
+            text="on a heterogeneous mixture of Easy and Hard problems, n* lies between "
+            "Easy's and Hard's (IsoCompute Playbook)",
+            split="mix",
+            expected="> 0",
+            unit="doublings of n that the mix's n* lies inside the range of Easy's and Hard's "
+            "(the nearer end; negative: outside), at the budget",
+            run=_mix_between,
+        ),
+        Claim(
+            id="mixtures.never_coverage",
+            study="mixtures",
+            text="on problems the base model does not solve, a larger n expands coverage "
+            "(best@k): it finds the rare successes (IsoCompute Playbook)",
+            split="never",
+            expected="> 0",
+            unit="best@k (the largest k evaluated: 16 at cpu scale) per doubling of n, at the "
+            "budget (equal compute)",
+            run=_never_coverage,
         ),
         Claim(
             id="rho.rule_above_model",

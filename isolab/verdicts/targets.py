@@ -1,6 +1,7 @@
 """Evaluation targets that disagree (issue 31, part 2; Wilhelm & Kao): does the n that is best on
 the training reward's own validation set also win on another target — here pass rates on a
-shifted distribution the policy never trains on (`eval_sets: {shifted: "arithmetic:max_terms=3"}`)?
+shifted distribution the policy never trains on (`eval_sets: {shifted: "arithmetic:max_terms=3"}`),
+and a judge of process quality (`eval_judge: tiny-prm`: `eval/judge`, its mean score)?
 
 `optimum_difference` is the claim's test. Each run's last evaluation under both targets, the
 same runs: per target, OLS of the value on a quadratic in log2 n (centred) plus a level per seed
@@ -40,7 +41,7 @@ def final_rows(df: pl.DataFrame, metrics: tuple[str, ...]) -> pl.DataFrame:
     )
 
 
-def _design(rows: pl.DataFrame) -> tuple[np.ndarray, float, np.ndarray]:
+def quadratic_design(rows: pl.DataFrame) -> tuple[np.ndarray, float, np.ndarray]:
     """(X: 1, x, x², a level per seed; the centre of x = log2 n; x)."""
     x = np.log2(rows["n"].to_numpy().astype(float))
     centre = float(np.mean(np.unique(x)))
@@ -74,7 +75,7 @@ def optimum_difference(
             rows.height,
             test,
         )
-    X, centre, x = _design(rows)
+    X, centre, x = quadratic_design(rows)
     dof = rows.height - int(np.linalg.matrix_rank(X))
     if dof < 3:
         return StatResult.refused(
@@ -126,7 +127,7 @@ def optimum_difference(
 def _slopes(rows: pl.DataFrame, Y: np.ndarray) -> str:
     """The boundary-proof reading: each target's linear slope in log2 n (+ a level per seed)
     with its interval, defined whether or not an optimum is interior."""
-    X, _, _ = _design(rows)
+    X, _, _ = quadratic_design(rows)
     X = np.delete(X, 2, axis=1)  # no x²
     dof = len(Y) - int(np.linalg.matrix_rank(X))
     XtX_inv = np.linalg.pinv(X.T @ X)
@@ -141,19 +142,19 @@ def _slopes(rows: pl.DataFrame, Y: np.ndarray) -> str:
 
 
 @cache
-def shipped_rows(sweep: str = "targets") -> pl.DataFrame:
+def shipped_rows(sweep: str = "targets", second: str = SHIFTED) -> pl.DataFrame:
     """The last evaluations of nstar's committed cpu sweep `sweep` (the same bytes everywhere)."""
     df = pl.read_parquet(bundle_dir() / "runs" / "nstar" / "cpu" / sweep / "runs.parquet")
-    return final_rows(df, (EVAL_AVG, SHIFTED))
+    return final_rows(df, (EVAL_AVG, second))
 
 
 @cache
-def measured(sweep: str = "targets") -> dict[str, float]:
+def measured(sweep: str = "targets", second: str = SHIFTED) -> dict[str, float]:
     """Per target, the quadratic's level and curvature and the residual SD, and the targets'
     residual correlation, on `sweep`'s runs (what `world` draws with)."""
-    rows = shipped_rows(sweep)
-    X, centre, _ = _design(rows)
-    Y = np.column_stack([rows[EVAL_AVG].to_numpy(), rows[SHIFTED].to_numpy()]).astype(float)
+    rows = shipped_rows(sweep, second)
+    X, centre, _ = quadratic_design(rows)
+    Y = np.column_stack([rows[EVAL_AVG].to_numpy(), rows[second].to_numpy()]).astype(float)
     B = np.linalg.lstsq(X, Y, rcond=None)[0]
     E = Y - X @ B
     S = E.T @ E / (len(Y) - X.shape[1])
@@ -181,14 +182,16 @@ WORLDS: dict[str, tuple[float, float, float | None]] = {
 }
 
 
-def world(kind: str, seed: int, sweep: str = "targets") -> dict[str, pl.DataFrame]:
-    """One simulated `sweep`: its runs' last evaluations redrawn under both targets as quadratics
-    in log2 n with the measured levels, curvatures, residual SDs and correlation, the first
-    target's vertex at its measured place (kept inside the grid) and the second's as `WORLDS`
-    says, plus a level per seed shared by both targets."""
+def world(
+    kind: str, seed: int, sweep: str = "targets", second: str = SHIFTED
+) -> dict[str, pl.DataFrame]:
+    """One simulated `sweep`: its runs' last evaluations redrawn under both targets (validation
+    and `second`) as quadratics in log2 n with the measured levels, curvatures, residual SDs
+    and correlation, the first target's vertex at its measured place (kept inside the grid) and
+    the second's as `WORLDS` says, plus a level per seed shared by both targets."""
     shift, flatten, curvature = WORLDS[kind]
-    rows = shipped_rows(sweep)
-    p = measured(sweep)
+    rows = shipped_rows(sweep, second)
+    p = measured(sweep, second)
     rng = np.random.default_rng(seed)
     x = np.log2(rows["n"].to_numpy().astype(float))
     lo, hi = float(x.min()), float(x.max())
@@ -204,4 +207,4 @@ def world(kind: str, seed: int, sweep: str = "targets") -> dict[str, pl.DataFram
     c2 = flatten * (p["second_c"] if curvature is None else curvature)
     y1 = p["first_level"] + c1 * (x - v1) ** 2 + noise[:, 0] + common
     y2 = p["second_level"] + c2 * (x - v2) ** 2 + noise[:, 1] + common
-    return {sweep: rows.with_columns(pl.Series(EVAL_AVG, y1), pl.Series(SHIFTED, y2))}
+    return {sweep: rows.with_columns(pl.Series(EVAL_AVG, y1), pl.Series(second, y2))}

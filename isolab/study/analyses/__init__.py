@@ -13,6 +13,7 @@ one where it asks for it, and a script saves them without a display.
 from isolab.study.analyses.bestk_worstk import bestk_worstk
 from isolab.study.analyses.healthy_recipe import healthy_recipe
 from isolab.study.analyses.interference import interference
+from isolab.study.analyses.mixtures import mixtures
 from isolab.study.analyses.model_size import model_size
 from isolab.study.analyses.n_vs_bp import n_vs_bp
 from isolab.study.analyses.nstar import nstar
@@ -27,6 +28,7 @@ __all__ = [
     "bestk_worstk",
     "healthy_recipe",
     "interference",
+    "mixtures",
     "model_size",
     "n_vs_bp",
     "nstar",

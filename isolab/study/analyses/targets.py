@@ -1,4 +1,5 @@
-"""08 · Evaluation targets that disagree: n* on validation against a shifted distribution."""
+"""08 · Evaluation targets that disagree: n* on validation against a shifted distribution and
+against a judge of process quality."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from isolab.study import summaries
 from isolab.study.analyses.report import Report, Y, figure_row, fmt
 from isolab.verdicts import claims
 from isolab.verdicts.targets import SHIFTED, final_rows
-from isolab.vocab import ROLLOUTS
+from isolab.vocab import EVAL_JUDGE, ROLLOUTS
 
 
 def targets(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
@@ -20,12 +21,19 @@ def targets(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
     df = data["targets"]
     metrics = [m for m in (Y, SHIFTED) if m in df.columns]
     final = final_rows(df, tuple(metrics)) if metrics else pl.DataFrame()
-    fig, axes = figure_row(len(metrics) + 1, width=4.6)
-    for ax, m in zip(axes, metrics, strict=False):
+    judge = data.get("judge")
+    judged = (
+        final_rows(judge, (Y, EVAL_JUDGE))
+        if judge is not None and EVAL_JUDGE in judge.columns
+        else pl.DataFrame()
+    )
+    panels = [(final, m) for m in metrics] + ([(judged, EVAL_JUDGE)] if judged.height else [])
+    fig, axes = figure_row(len(panels) + 1, width=4.6)
+    for ax, (rows, m) in zip(axes, panels, strict=False):
         fitted = None
-        if final.height and final["n"].n_unique() >= 4:  # as the test, without its seed levels
-            fitted = np.polyfit(np.log2(final["n"].to_numpy().astype(float)), final[m], 2)
-        plots.plot_optimum(final, ax, y=m, fitted=fitted)
+        if rows.height and rows["n"].n_unique() >= 4:  # as the test, without its seed levels
+            fitted = np.polyfit(np.log2(rows["n"].to_numpy().astype(float)), rows[m], 2)
+        plots.plot_optimum(rows, ax, y=m, fitted=fitted)
         ax.set_title(f"{m} at the budget", fontsize="small")
     if SHIFTED in df.columns:
         axes[-1].set_xscale("log")
@@ -35,21 +43,24 @@ def targets(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
     else:
         plots.empty_panel(axes[-1], f"no {SHIFTED}: run with eval_sets: {{shifted: ...}}")
     rep.figures["targets"] = plots.tidy(fig)
-    if final.height:
+    for name, rows, ms in (("by_n", final, metrics), ("judge_by_n", judged, [Y, EVAL_JUDGE])):
+        if not rows.height:
+            continue
         by_n = (
-            final.group_by("n")
-            .agg(*[pl.col(m).mean() for m in metrics], pl.len().alias("runs"))
+            rows.group_by("n")
+            .agg(*[pl.col(m).mean() for m in ms], pl.len().alias("runs"))
             .sort("n")
         )
-        rep.tables["by_n"] = by_n
-        best = {m: by_n.sort(m, descending=True)["n"][0] for m in metrics}
-        rep.findings["best_n_seed_mean"] = best
-        rep.findings["by_n"] = by_n.to_dicts()
+        rep.tables[name] = by_n
+        best = {m: by_n.sort(m, descending=True)["n"][0] for m in ms}
+        rep.findings["best_n_seed_mean" if name == "by_n" else "judge_best_n_seed_mean"] = best
+        rep.findings[name] = by_n.to_dicts()
         rep.summary.append(
-            "At the budget the best seed mean is at "
+            f"At the budget ({'the judged runs' if name == 'judge_by_n' else 'the targets runs'}) "
+            "the best seed mean is at "
             + "; ".join(
                 f"n = {best[m]} under {m} ({fmt(by_n.filter(pl.col('n') == best[m])[m][0])})"
-                for m in metrics
+                for m in ms
             )
             + "."
         )

@@ -1,0 +1,103 @@
+"""09 · Mixed and extremely hard sets: n* on a mix of Easy and Hard problems against its
+components', and what a larger n buys on problems the base never solves."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from isolab import plots
+from isolab.study import summaries
+from isolab.study.analyses.report import Report, Y, figure_row, fmt
+from isolab.verdicts import claims
+from isolab.verdicts.mixtures import component_rows, coverage_metric
+from isolab.verdicts.targets import final_rows
+from isolab.vocab import ROLLOUTS
+
+NEVER = "never"
+
+
+def mixtures(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
+    """The three splits' values at the budget against n with their optima, the mix's learning
+    curves, and on `never` best@k and avg@k at the budget and against compute."""
+    rep = Report("mixtures", scale)
+    main, mix, never = data.get("main"), data.get("mix"), data.get(NEVER)
+    fig, axes = figure_row(2, width=5.2)
+    if main is not None and mix is not None and Y in mix.columns:
+        rows = component_rows(main, mix, Y)
+        plots.plot_optima(rows, axes[0], y=Y)
+        axes[0].set_title(f"{Y} at the budget: Easy, Hard and their mix", fontsize="small")
+        axes[1].set_xscale("log")
+        plots.plot_curves(summaries.curves(mix, ["n"], ROLLOUTS, Y), axes[1], x=ROLLOUTS, y=Y,
+                          by="n")  # fmt: skip
+        axes[1].set_title("the mix against compute", fontsize="small")
+        by_split = pl.concat(
+            [
+                r.group_by("n").agg(pl.col(Y).mean(), pl.len().alias("runs"))
+                .with_columns(pl.lit(s).alias("split"))
+                for s, r in rows.items() if r.height
+            ]
+        ).pivot("split", index="n", values=Y).sort("n")  # fmt: skip
+        rep.tables["mix_by_n"] = by_split
+        best = {s: int(r.group_by("n").agg(pl.col(Y).mean()).sort(Y, descending=True)["n"][0])
+                for s, r in rows.items() if r.height}  # fmt: skip
+        rep.findings["best_n_seed_mean"] = best
+        rep.summary.append(
+            f"At the budget ({Y}, B_p = {mix['B_p'][0]}), the best seed mean is at "
+            + "; ".join(f"n = {n} on {s}" for s, n in best.items()) + "."
+        )  # fmt: skip
+    else:
+        for ax in axes:
+            plots.empty_panel(ax, "no mix sweep: run studies/nstar/<scale>/mix.yaml")
+    rep.figures["mix"] = plots.tidy(fig)
+
+    fig, axes = figure_row(2, width=5.2)
+    best_k = coverage_metric(never) if never is not None else None
+    if never is not None and best_k is not None:
+        avg_k = coverage_metric(never, "avg")
+        metrics = [m for m in (best_k, avg_k) if m is not None]
+        final = final_rows(never, tuple(metrics))
+        table = (
+            final.group_by("n").agg(*[pl.col(m).mean() for m in metrics], pl.len().alias("runs"))
+            .sort("n")
+        )  # fmt: skip
+        base = never.filter(pl.col("step") == 0)
+        start = {m: float(np.mean(base[m].to_numpy())) for m in metrics if base.height}
+        rep.tables["never_by_n"] = table
+        rep.findings["never_by_n"] = table.to_dicts()
+        rep.findings["never_at_step_0"] = start
+        per_metric = pl.concat(
+            [
+                final.group_by("n").agg(
+                    pl.col(m).mean().alias("final"), pl.col(m).std().alias("final_std")
+                ).with_columns(pl.lit(m).alias("metric"))
+                for m in metrics
+            ]
+        )  # fmt: skip
+        plots.plot_final(per_metric, axes[0], x="n", by="metric", y_label="at the budget")
+        for i, m in enumerate(metrics):
+            if m in start:
+                axes[0].axhline(start[m], color=f"C{i}", ls=":", lw=1)
+        axes[0].set_xscale("log", base=2)
+        axes[0].set_title(f"{NEVER}: at the budget (dotted: the base, step 0)", fontsize="small")
+        axes[1].set_xscale("log")
+        plots.plot_curves(summaries.curves(never, ["n"], ROLLOUTS, best_k), axes[1], x=ROLLOUTS,
+                          y=best_k, by="n")  # fmt: skip
+        axes[1].set_title(f"{NEVER}: {best_k} against compute", fontsize="small")
+        rep.summary.append(
+            f"On {NEVER}, at the budget: "
+            + "; ".join(
+                f"n = {r['n']}: {best_k} {fmt(r[best_k])}"
+                + (f", {avg_k} {fmt(r[avg_k])}" if avg_k else "")
+                for r in table.iter_rows(named=True)
+            )
+            + (f" (the base at step 0: {best_k} {fmt(start[best_k])})." if best_k in start else ".")
+        )
+    else:
+        for ax in axes:
+            plots.empty_panel(
+                ax, f"no {NEVER} sweep with best@k: run studies/nstar/<scale>/never.yaml"
+            )
+    rep.figures[NEVER] = plots.tidy(fig)
+    rep.add_verdicts(claims.evaluate("mixtures", data))
+    return rep

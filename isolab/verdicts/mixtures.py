@@ -1,0 +1,308 @@
+"""Mixed and extremely hard sets (issue 31, part 3; IsoCompute Playbook): where n* lies on a
+mixture of Easy and Hard problems, and what a larger n buys on problems the base never solves.
+
+`between` is the mixture claim's test: "on a mix, n* lies between Easy's and Hard's". Each
+split's n* is the vertex of a quadratic in log2 n (+ a level per seed) of its runs' last
+evaluations (`targets.quadratic_design`), with its delta-method error; the three splits are
+separate runs, so their errors are independent. "Between" is an intersection-union test
+(Berger 1982): the mix's vertex must lie above the lower of the two components' vertices *and*
+below the upper one, each one-sided at α/2; the test is the weaker of the two sides, whose
+margin (doublings of n inside the components' range, negative outside it) is the effect. It
+agrees only when both sides are resolved, which needs the components' optima to be separated
+by more than their errors; it disagrees when the mix's optimum lies resolved outside the range.
+It is tested only where all three curvatures are resolved and the vertices lie inside the grid
+(an optimum at the grid's edge has no position).
+
+`coverage_slope` is the extremely-hard claim's test: the slope of each run's last best@k (the
+largest k evaluated: best@16 on `never`) on log2 n with a level per seed, HC3 errors, at equal
+compute. Its secondary reading is avg@k's slope: coverage that grows while the mean does not.
+
+`world` and `coverage_world` draw runs on the shipped designs (nstar's `main`, `mix`, `never`)
+with the measured levels, seed spreads and noise, and the effects as stated: what
+`isolab.verdicts.calibration` runs the claims' tests on.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from functools import cache
+
+import numpy as np
+import polars as pl
+from scipy import stats
+
+from isolab.paths import bundle_dir
+from isolab.verdicts.ols import hc3_arrays
+from isolab.verdicts.result import ALPHA, StatResult, t_quantile
+from isolab.verdicts.targets import final_rows, quadratic_design
+from isolab.vocab import EVAL_AVG, EVAL_PREFIX, ROLLOUTS
+
+#: The mixture's components, and the split they are mixed into.
+COMPONENTS = ("easy", "hard")
+MIX = "mix"
+#: The batch size in problems the mix sweep runs at (nstar main's B_p = 16 row).
+MIX_BP = 16
+
+
+@dataclass(frozen=True)
+class Vertex:
+    """One split's optimum: the vertex (log2 n) of a quadratic fit, its SE, the curvature and
+    its SE, the residual df, the grid's ends, and why it has no position (empty: it has)."""
+
+    split: str
+    log2_n: float
+    se: float
+    curvature: float
+    curvature_se: float
+    dof: int
+    runs: int
+    why: str
+
+
+def split_vertex(rows: pl.DataFrame, split: str, metric: str = EVAL_AVG) -> Vertex:
+    """The vertex of a quadratic in log2 n (+ a level per seed) of `rows` (one row per run, its
+    last `metric`), by the delta method; `why` says when it is not located."""
+    nan = math.nan
+    if rows.height == 0 or rows["n"].n_unique() < 4:
+        ns = rows["n"].n_unique() if rows.height else 0
+        return Vertex(split, nan, nan, nan, nan, 0, rows.height,
+                      f"{split}: {rows.height} runs over {ns} values of n (a vertex needs 4)")  # fmt: skip
+    X, centre, x = quadratic_design(rows)
+    y = rows[metric].to_numpy().astype(float)
+    dof = rows.height - int(np.linalg.matrix_rank(X))
+    if dof < 2:
+        return Vertex(split, nan, nan, nan, nan, dof, rows.height,
+                      f"{split}: {rows.height} runs, too few for a quadratic")  # fmt: skip
+    XtX_inv = np.linalg.pinv(X.T @ X)
+    beta = XtX_inv @ X.T @ y
+    e = y - X @ beta
+    s2 = float(e @ e) / dof
+    b, c = float(beta[1]), float(beta[2])
+    c_se = math.sqrt(s2 * XtX_inv[2, 2])
+    v = centre - b / (2 * c) if c != 0 else nan
+    grad = np.array([-1 / (2 * c), b / (2 * c**2)]) if c != 0 else np.full(2, nan)
+    se = math.sqrt(max(float(s2 * grad @ XtX_inv[1:3, 1:3] @ grad), 0.0))
+    lo, hi = float(x.min()), float(x.max())
+    why = ""
+    if not c + t_quantile(dof) * c_se < 0:
+        why = f"{split}: curvature not resolved ({c:+.3g} ± {t_quantile(dof) * c_se:.2g})"
+    elif not lo < v < hi:
+        why = f"{split}: optimum n ≈ {2**v:.3g} outside the grid (n {2**lo:g} … {2**hi:g})"
+    return Vertex(split, v, se, c, c_se, dof, rows.height, why)
+
+
+def component_rows(main: pl.DataFrame, mix: pl.DataFrame, metric: str = EVAL_AVG) -> dict:
+    """Each split's last evaluations on one design: the components' runs from `main` at the
+    mix's B_p and at the values of n the mix ran, and the mix's own."""
+    mix_final = final_rows(mix, (metric,))
+    ns = mix_final["n"].unique().to_list() if mix_final.height else []
+    bps = mix_final["B_p"].unique().to_list() if mix_final.height and "B_p" in mix.columns else []
+    out = {}
+    for split in COMPONENTS:
+        part = main.filter(pl.col("split") == split) if "split" in main.columns else main.clear()
+        if bps and "B_p" in part.columns:
+            part = part.filter(pl.col("B_p").is_in(bps))
+        out[split] = final_rows(part.filter(pl.col("n").is_in(ns)), (metric,))
+    return out | {MIX: mix_final}
+
+
+def between(main: pl.DataFrame, mix: pl.DataFrame, metric: str = EVAL_AVG) -> StatResult:
+    """The mix's n* inside the components' range: the weaker side's margin in log2 n
+    (module docstring)."""
+    test = (
+        f"vertex of a quadratic in log2 n (+ a level per seed) of each split's last {metric}, "
+        "splits independent (delta method); intersection-union test of lower < mix < upper, "
+        "the weaker side's margin"
+    )
+    if metric not in mix.columns or metric not in main.columns:
+        return StatResult.refused(f"no {metric} in these runs", test=test)
+    rows = component_rows(main, mix, metric)
+    fits = {s: split_vertex(rows[s], s, metric) for s in (*COMPONENTS, MIX)}
+    runs = sum(f.runs for f in fits.values())
+    why = [f.why for f in fits.values() if f.why]
+    located = ", ".join(f"{s} n* ≈ {2**f.log2_n:.3g}" for s, f in fits.items()
+                        if math.isfinite(f.log2_n) and abs(f.log2_n) < 60)  # fmt: skip
+    if why:
+        return StatResult.refused(
+            "all three optima must be interior: " + "; ".join(why)
+            + (f" ({located})" if located else "") + "; " + slopes_reading(rows, metric),
+            runs, test,
+        )  # fmt: skip
+    easy, hard, m = fits["easy"], fits["hard"], fits[MIX]
+    lower, upper = (easy, hard) if easy.log2_n <= hard.log2_n else (hard, easy)
+    sides = [
+        (m.log2_n - lower.log2_n, math.hypot(m.se, lower.se), min(m.dof, lower.dof)),
+        (upper.log2_n - m.log2_n, math.hypot(m.se, upper.se), min(m.dof, upper.dof)),
+    ]
+    margin, se, dof = min(sides, key=lambda s: s[0] / s[1] if s[1] > 0 else math.inf)
+    gap = upper.log2_n - lower.log2_n
+    gap_se = math.hypot(easy.se, hard.se)
+    gap_p = float(2 * stats.t.sf(abs(gap) / gap_se, min(easy.dof, hard.dof))) if gap_se > 0 else 1
+    note = (
+        f"{located}; the components' optima are {gap:.2f} ± {gap_se:.2f} doublings apart "
+        f"(p = {gap_p:.2g}{'' if gap_p < ALPHA else ': not separated, so no mix can be shown between them'})"
+    )
+    return StatResult.from_t(
+        margin, se, float(dof), n_runs=runs, test=f"{test} ({dof} df)", note=note,
+        extra={"log2_n_star": {s: f.log2_n for s, f in fits.items()}, "gap": gap},
+    )  # fmt: skip
+
+
+def slopes_reading(rows: dict[str, pl.DataFrame], metric: str) -> str:
+    """The boundary-proof reading: each split's slope of its last `metric` on log2 n (+ a level
+    per seed), with its interval."""
+    parts = []
+    for split, part in rows.items():
+        r = slope(part, metric)
+        if r.ran:
+            half = r.interval[1] - r.estimate if r.interval else math.nan
+            parts.append(f"{split} {r.estimate:+.4f} ± {half:.4f}")
+    return "secondary reading, slope per doubling of n: " + (", ".join(parts) or "none")
+
+
+def slope(rows: pl.DataFrame, metric: str) -> StatResult:
+    """The slope of `metric` on log2 n with a level per seed (one row per run), HC3 errors."""
+    test = f"OLS of each run's last {metric} on log2 n + a level per seed, HC3 errors"
+    if rows.height == 0 or rows["n"].n_unique() < 2:
+        return StatResult.refused(f"{rows.height} runs: a slope needs 2 values of n", rows.height,
+                                  test)  # fmt: skip
+    x = np.log2(rows["n"].to_numpy().astype(float))
+    cols = [np.ones(len(x)), x - x.mean()]
+    if "seed" in rows.columns and rows["seed"].n_unique() > 1:
+        seeds = rows["seed"].to_numpy()
+        cols += [(seeds == s).astype(float) for s in np.unique(seeds)[1:]]
+    beta, cov, dof = hc3_arrays(np.column_stack(cols), rows[metric].to_numpy().astype(float))
+    if dof < 1:
+        return StatResult.refused(f"{rows.height} runs: no residual df", rows.height, test)
+    return StatResult.from_t(float(beta[1]), math.sqrt(cov[1, 1]), float(dof),
+                             n_runs=rows.height, test=f"{test} ({dof} df)")  # fmt: skip
+
+
+def coverage_metric(df: pl.DataFrame, stat: str = "best") -> str | None:
+    """The `eval/<stat>@k` column of the largest k in `df` (best@16 where it was evaluated)."""
+    ks = [int(c.rsplit("@", 1)[1]) for c in df.columns
+          if c.startswith(f"{EVAL_PREFIX}{stat}@") and c.rsplit("@", 1)[1].isdigit()]  # fmt: skip
+    return f"{EVAL_PREFIX}{stat}@{max(ks)}" if ks else None
+
+
+def coverage_slope(df: pl.DataFrame) -> StatResult:
+    """On an extremely hard set: the slope of the last best@k (largest k) on log2 n at equal
+    compute; the note gives avg@k's slope beside it."""
+    best, avg = coverage_metric(df, "best"), coverage_metric(df, "avg")
+    if best is None:
+        return StatResult.refused("no eval/best@k in these runs")
+    rows = final_rows(df, (best,))
+    r = slope(rows, best)
+    if not r.ran or avg is None or avg not in rows.columns:
+        return r
+    a = slope(rows, avg)
+    half = a.interval[1] - a.estimate if a.interval else math.nan
+    base = df.filter(pl.col("step") == 0)
+    start = f"; at step 0 the base reads {best} = {base[best].mean():.3f}" if base.height else ""
+    return replace(r, note=f"secondary reading: {avg} moves {a.estimate:+.4f} ± {half:.4f} per "
+                   f"doubling of n{start}")  # fmt: skip
+
+
+# ---- worlds ---------------------------------------------------------------------------------
+@cache
+def shipped(sweep: str) -> pl.DataFrame:
+    """nstar's committed cpu sweep `sweep` (the same bytes everywhere)."""
+    return pl.read_parquet(bundle_dir() / "runs" / "nstar" / "cpu" / sweep / "runs.parquet")
+
+
+@cache
+def measured() -> dict[str, dict[str, float]]:
+    """Per split, the level, curvature, vertex and residual SD of the quadratic fit, and the SD
+    of its seed levels, on the shipped design (`component_rows` of main and mix)."""
+    rows = component_rows(shipped("main"), shipped("mix"))
+    out = {}
+    for split, part in rows.items():
+        X, centre, _ = quadratic_design(part)
+        y = part[EVAL_AVG].to_numpy().astype(float)
+        beta = np.linalg.lstsq(X, y, rcond=None)[0]
+        e = y - X @ beta
+        sd = float(math.sqrt(e @ e / (len(y) - X.shape[1])))
+        seed_sd = float(np.std(beta[3:])) if X.shape[1] > 3 else 0.0
+        out[split] = {"level": float(np.mean(y)), "c": float(beta[2]), "sd": sd,
+                      "seed_sd": seed_sd, "centre": centre}  # fmt: skip
+    return out
+
+
+#: Worlds of the mixture claim, each (Easy's vertex, Hard's vertex, the mix's vertex) in log2 n,
+#: and a curvature for all three (None: each split's as measured). Vertices are placed inside
+#: the grid (log2 n = 1 … 7) where a design could locate them.
+WORLDS: dict[str, tuple[float, float, float, float | None]] = {
+    "same": (4.0, 4.0, 4.0, -0.006),  # one optimum for all three
+    "at-easy": (2.5, 5.5, 2.5, -0.006),  # separated components, the mix at one end: the null
+    "at-hard": (2.5, 5.5, 5.5, -0.006),
+    "between": (2.5, 5.5, 4.0, -0.006),  # the planted effect: the mix midway (1.5 doublings in)
+    "outside": (2.5, 5.5, 7.0, -0.006),  # the mix beyond Hard's optimum: a disagreement
+    "between-measured": (2.5, 5.5, 4.0, None),  # midway, at the curvatures the runs measured
+}
+
+
+def world(kind: str, seed: int) -> dict[str, pl.DataFrame]:
+    """One simulated `main` and `mix` on the shipped design: each split's last evaluations
+    redrawn as a quadratic in log2 n with its measured level, seed spread and noise, vertices
+    and curvature as `WORLDS` says."""
+    v_easy, v_hard, v_mix, curvature = WORLDS[kind]
+    vertex = {"easy": v_easy, "hard": v_hard, MIX: v_mix}
+    p = measured()
+    rng = np.random.default_rng(seed)
+    rows = component_rows(shipped("main"), shipped("mix"))
+    out = {}
+    for split, part in rows.items():
+        q = p[split]
+        c = curvature if curvature is not None else min(q["c"], -1e-4)
+        x = np.log2(part["n"].to_numpy().astype(float))
+        seeds = part["seed"].to_numpy()
+        level = {s: rng.normal(0, q["seed_sd"]) for s in np.unique(seeds)}
+        y = (q["level"] + c * (x - vertex[split]) ** 2 + np.array([level[s] for s in seeds])
+             + rng.normal(0, q["sd"], len(x)))  # fmt: skip
+        out[split] = part.with_columns(pl.Series(EVAL_AVG, y))
+    return {"main": pl.concat([out["easy"], out["hard"]], how="diagonal_relaxed"), "mix": out[MIX]}
+
+
+def coverage_world(slope_per_doubling: float, seed: int) -> dict[str, pl.DataFrame]:
+    """One simulated `never` on the shipped design: each run's last best@k as the measured mean
+    + a level per seed + noise (the measured residual SD), plus `slope_per_doubling` × log2 n
+    (centred)."""
+    df = shipped("never")
+    best = _never_best(df)
+    rows = final_rows(df, (best,))
+    x = np.log2(rows["n"].to_numpy().astype(float))
+    seeds = rows["seed"].to_numpy()
+    sd, seed_sd = _coverage_noise()
+    rng = np.random.default_rng(seed)
+    level = {s: rng.normal(0, seed_sd) for s in np.unique(seeds)}
+    y = (float(np.mean(rows[best].to_numpy())) + slope_per_doubling * (x - x.mean())
+         + np.array([level[s] for s in seeds]) + rng.normal(0, sd, len(x)))  # fmt: skip
+    return {"never": rows.select("run_key", "n", "seed", "step", ROLLOUTS, best).with_columns(
+        pl.Series(best, y))}  # fmt: skip
+
+
+@cache
+def _coverage_noise() -> tuple[float, float]:
+    """The residual SD of best@k on `never` around a mean per (n) and a level per seed, and
+    the SD of those seed levels."""
+    df = shipped("never")
+    best = _never_best(df)
+    rows = final_rows(df, (best,))
+    ns, seeds = rows["n"].to_numpy(), rows["seed"].to_numpy()
+    cols = [(ns == n).astype(float) for n in np.unique(ns)]
+    cols += [(seeds == s).astype(float) for s in np.unique(seeds)[1:]]
+    X = np.column_stack(cols)
+    y = rows[best].to_numpy().astype(float)
+    beta = np.linalg.lstsq(X, y, rcond=None)[0]
+    e = y - X @ beta
+    sd = float(math.sqrt(e @ e / (len(y) - np.linalg.matrix_rank(X))))
+    seed_levels = np.concatenate([[0.0], beta[len(np.unique(ns)) :]])
+    return sd, float(np.std(seed_levels))
+
+
+def _never_best(df: pl.DataFrame) -> str:
+    best = coverage_metric(df)
+    if best is None:
+        raise ValueError("the shipped `never` sweep has no eval/best@k column")
+    return best
