@@ -18,7 +18,7 @@ from isolab.cli.common import EXIT_GRACE_S
 from isolab.sweep import SweepSpec, plan_sweep
 from isolab.sweep import resume as sweep
 from isolab.sweep.runner import STOP_GRACE_S
-from isolab.tracking import RUN_KEY_TAG
+from isolab.tracking import KIND_TAG, RUN_KEY_TAG
 
 
 def _wait_for(
@@ -76,6 +76,7 @@ def test_interrupted_sweeps_resume_without_losing_or_redoing_runs(
     client = MlflowClient(tracking_uri)
     for run in orphans:
         assert client.get_run(run.info.run_id).info.status == "FAILED"
+    assert _parent_status(tracking_uri) == "FINISHED"  # every point ran: the sweep is done
     assert "1 finished (skipped)" in " ".join(log.read_text().split())
 
 
@@ -118,6 +119,16 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(isolab_cache, tracking_uri,
         if r.info.start_time > signalled_ms + 1000  # 1 s for the clock of the store's writes
     ]
     assert not started_late, f"runs started after Ctrl-C: {started_late}\n{text}"
+    # the sweep's parent says it was cut short (a rerun that completes it makes it FINISHED)
+    assert _parent_status(tracking_uri) == "KILLED"
+
+
+def _parent_status(uri: str) -> str:
+    """The status of the sweep's parent run (the one run tagged as a sweep)."""
+    client = MlflowClient(uri)
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    (parent,) = client.search_runs(experiments, filter_string=f"tags.`{KIND_TAG}` = 'sweep'")
+    return parent.info.status
 
 
 def test_a_worker_that_swallows_ctrl_c_still_stops_and_shows_where(tmp_path):

@@ -337,7 +337,8 @@ def _execute(
                 todo, uri, spec.metric, workers, spec.resources, address, record, started,
                 STOP_GRACE_S,
             )  # fmt: skip
-    finish_parent(spec.name, parent, uri)  # its real duration, points table and descriptions
+    # its status (KILLED when cut short), real duration, points table and descriptions
+    finish_parent(spec.name, parent, uri, interrupted)
     return outcomes, interrupted
 
 

@@ -26,7 +26,7 @@ from isolab.tracking.store import client, experiment_id, resolve_uri, sqlite_pat
 from isolab.tracking.tables import replace_table
 from isolab.tracking.tags import KIND_TAG, PARENT_TAG, SWEEP_KIND, SWEEP_TAG, source_tags
 from isolab.tracking.views import POINTS_FILTER, ensure_view, run_url, runs_url
-from isolab.vocab import FINISHED, FLOPS_TOTAL, RHO, ROLLOUTS
+from isolab.vocab import FINISHED, FLOPS_TOTAL, KILLED, RHO, ROLLOUTS
 
 log = logging.getLogger(__name__)
 
@@ -83,26 +83,33 @@ def _find_or_create_parent(
     return run.info.run_id
 
 
-def finish_parent(experiment: str, parent: str, uri: str | None = None) -> None:
-    """Bring sweep `parent` up to date with its children: its end time (the last child's
-    end), its points table, its description and the experiment's (see the module docstring).
-    Best effort: a store that refuses a write leaves a warning, not a failed sweep."""
+def finish_parent(
+    experiment: str, parent: str, uri: str | None = None, interrupted: bool = False
+) -> None:
+    """Bring sweep `parent` up to date with its children: its status and end time (FINISHED at
+    the last child's end; KILLED when the sweep was `interrupted`, until a run of the same sweep
+    completes it), its points table, its description and the experiment's (see the module
+    docstring). Best effort: a store that refuses a write leaves a warning, not a failed sweep."""
     uri = resolve_uri(uri)
     c = client(uri)
     try:
         with interrupts_deferred():
-            _finish(c, experiment_id(experiment, uri), experiment, parent)
+            _finish(c, experiment_id(experiment, uri), experiment, parent, interrupted)
     except (MlflowException, OSError) as exc:
         log.warning("could not describe sweep %s on run %s: %s", experiment, parent, exc)
 
 
-def _finish(c: MlflowClient, exp_id: str, name: str, parent: str) -> None:
+def _finish(c: MlflowClient, exp_id: str, name: str, parent: str, interrupted: bool) -> None:
     children = _children(c, exp_id, parent)
+    ends = [r.info.end_time for r in children if r.info.end_time]
+    if interrupted:  # not all its points ran: the sweep is not finished
+        c.set_terminated(parent, status=KILLED, end_time=max(ends) if ends else None)
     if not children:
         return
-    ends = [r.info.end_time for r in children if r.info.end_time]
     run = c.get_run(parent)
-    if ends and max(ends) > (run.info.end_time or 0):
+    if not interrupted and ends and (
+        max(ends) > (run.info.end_time or 0) or run.info.status != FINISHED
+    ):
         c.set_terminated(parent, status=FINISHED, end_time=max(ends))
     points = [
         {"id": r.info.run_id, "name": r.info.run_name, "params": r.data.params,
