@@ -119,8 +119,32 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(isolab_cache, tracking_uri,
         if r.info.start_time > signalled_ms + 1000  # 1 s for the clock of the store's writes
     ]
     assert not started_late, f"runs started after Ctrl-C: {started_late}\n{text}"
-    # the sweep's parent says it was cut short (a rerun that completes it makes it FINISHED)
+    # the sweep's parent says it was cut short (`test_a_completed_sweep_s_parent_...`: then
+    # FINISHED once a rerun completes it)
     assert _parent_status(tracking_uri) == "KILLED"
+
+
+def test_a_completed_sweep_s_parent_is_finished_again(tracking_uri):
+    """A parent left KILLED by an interrupted run ends FINISHED when a later run completes the
+    sweep (`finish_parent`), or finds nothing left to run (`complete_parent`); an interrupted
+    one stays KILLED. On a real store, with a real child run."""
+    from isolab.tracking import sweep_parent
+    from isolab.tracking.parents import complete_parent, finish_parent
+
+    parent = sweep_parent("cut", "cut", tracking_uri)
+    client = MlflowClient(tracking_uri)
+    exp = client.get_experiment_by_name("cut").experiment_id
+    child = client.create_run(exp, tags={"mlflow.parentRunId": parent})
+    client.set_terminated(child.info.run_id, status="FINISHED")
+    finish_parent("cut", parent, tracking_uri, interrupted=True)
+    assert client.get_run(parent).info.status == "KILLED"
+    finish_parent("cut", parent, tracking_uri)
+    assert client.get_run(parent).info.status == "FINISHED"
+    client.set_terminated(parent, status="KILLED")
+    complete_parent("cut", "cut", tracking_uri)
+    assert client.get_run(parent).info.status == "FINISHED"
+    complete_parent("none", "none", tracking_uri)  # no parent: nothing is made
+    assert not client.search_runs([client.get_experiment_by_name("none").experiment_id])
 
 
 def _parent_status(uri: str) -> str:

@@ -14,6 +14,9 @@ from isolab.tasks import Task
 from isolab.tasks.base import as_text
 from isolab.vocab import EVAL_JUDGE, EVAL_PREFIX, EVAL_SET_PREFIX
 
+#: Completions the judge scores in one forward (a 7B hub PRM at 4,800 at once would not fit).
+JUDGE_BATCH = 64
+
 
 def eval_set_metric(name: str, metric: str) -> str:
     """`eval/avg@4` of evaluation set `name` → `eval-<name>/avg@4`."""
@@ -103,6 +106,9 @@ class Evaluator:
         its forward charged to `flops/judge`."""
         k = self.cfg.eval_k_samples
         prompts = [p for p in self.prompts for _ in range(k)]
-        scores = judge(prompts=prompts, completions=texts)
-        self.ledger.record_judge(judge.reward_model_config, judge.last_seq_lens)
+        scores: list[float] = []
+        for start in range(0, len(texts), JUDGE_BATCH):  # a hub judge holds a batch in memory
+            part = slice(start, start + JUDGE_BATCH)
+            scores += judge(prompts=prompts[part], completions=texts[part])
+            self.ledger.record_judge(judge.reward_model_config, judge.last_seq_lens)
         return float(sum(scores) / len(scores))

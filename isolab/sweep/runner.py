@@ -35,7 +35,7 @@ from isolab.sweep.point import RunOutcome, optimizer_steps, run_point, stopped
 from isolab.sweep.ray_backend import run_ray
 from isolab.sweep.resume import pending
 from isolab.tracking import PARENT_ENV, resolve_uri, sweep_parent
-from isolab.tracking.parents import finish_parent
+from isolab.tracking.parents import complete_parent, finish_parent
 from isolab.vocab import FAILED, FINISHED, KILLED, SKIPPED, PointStatus
 
 # local: K spawned worker processes; ray: a Ray task per run; inline: one run after another in
@@ -311,7 +311,8 @@ def _execute(
     hooks: _Hooks,
 ) -> tuple[list[RunOutcome], bool]:
     outcomes: list[RunOutcome] = []
-    if not todo:
+    if not todo:  # every point done: a parent an interrupted run left KILLED is now FINISHED
+        complete_parent(plan.spec.name, plan.spec.name, uri)
         return outcomes, False
 
     def record(outcome: RunOutcome, point: GridPoint) -> None:

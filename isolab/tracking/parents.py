@@ -55,6 +55,21 @@ def sweep_parent(
         return _find_or_create_parent(c, exp_id, name, tags, start_time)
 
 
+def complete_parent(experiment: str, name: str, uri: str | None = None) -> None:
+    """Sweep `name` has nothing left to run: a parent an interrupted run of it left KILLED ends
+    FINISHED (`finish_parent`). Nothing is created where the sweep has no parent."""
+    uri = resolve_uri(uri)
+    c = client(uri)
+    found = c.search_runs(
+        [experiment_id(experiment, uri)],
+        filter_string=f"tags.`{KIND_TAG}` = '{SWEEP_KIND}' and tags.`{SWEEP_TAG}` = "
+        f"'{_quoted(name)}'",
+        max_results=1,
+    )
+    if found and found[0].info.status == KILLED:
+        finish_parent(experiment, found[0].info.run_id, uri)
+
+
 def _find_or_create_parent(
     c: MlflowClient, exp_id: str, name: str, tags: dict, start_time: int | None
 ) -> str:
@@ -107,8 +122,10 @@ def _finish(c: MlflowClient, exp_id: str, name: str, parent: str, interrupted: b
     if not children:
         return
     run = c.get_run(parent)
-    if not interrupted and ends and (
-        max(ends) > (run.info.end_time or 0) or run.info.status != FINISHED
+    if (
+        not interrupted
+        and ends
+        and (max(ends) > (run.info.end_time or 0) or run.info.status != FINISHED)
     ):
         c.set_terminated(parent, status=FINISHED, end_time=max(ends))
     points = [

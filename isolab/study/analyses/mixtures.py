@@ -23,8 +23,8 @@ def mixtures(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
     rep = Report("mixtures", scale)
     main, mix, never = data.get("main"), data.get("mix"), data.get(NEVER)
     fig, axes = figure_row(2, width=5.2)
-    if main is not None and mix is not None and Y in mix.columns:
-        rows = component_rows(main, mix, Y)
+    rows = component_rows(main, mix, Y) if main is not None and mix is not None else {}
+    if any(r.height for r in rows.values()):
         plots.plot_optima(rows, axes[0], y=Y)
         axes[0].set_title(f"{Y} at the budget: Easy, Hard and their mix", fontsize="small")
         axes[1].set_xscale("log")
@@ -43,7 +43,7 @@ def mixtures(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
                 for s, r in rows.items() if r.height}  # fmt: skip
         rep.findings["best_n_seed_mean"] = best
         rep.summary.append(
-            f"At the budget ({Y}, B_p = {mix['B_p'][0]}), the best seed mean is at "
+            f"At the budget ({Y}{_bp(rows['mix'])}), the best seed mean is at "
             + "; ".join(f"n = {n} on {s}" for s, n in best.items()) + "."
         )  # fmt: skip
     else:
@@ -101,3 +101,10 @@ def mixtures(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
     rep.figures[NEVER] = plots.tidy(fig)
     rep.add_verdicts(claims.evaluate("mixtures", data))
     return rep
+
+
+def _bp(rows: pl.DataFrame) -> str:
+    """`, B_p = 16` where the runs have one B_p, else nothing."""
+    if "B_p" not in rows.columns or rows["B_p"].n_unique() != 1:
+        return ""
+    return f", B_p = {rows['B_p'][0]}"
