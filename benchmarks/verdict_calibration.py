@@ -99,7 +99,8 @@ def main() -> int:
         planned = args.design == "planned" or (
             args.design == "auto" and claim.study in PLANNED_SWEEPS
         )
-        own = PLANTS[cid].world is not None  # rho: their own (k, μ) design; interference: counts
+        own = PLANTS[cid].world is not None  # rho: their own (k, μ) design; interference: counts;
+        # targets and mixtures: worlds on their committed runs' design
         key = "own" if own else f"{claim.study}|{planned}"
         if key not in settings:
             settings[key] = (
@@ -112,8 +113,8 @@ def main() -> int:
         setting = settings[key]
         t0 = time.perf_counter()
         label = (
-            ("simulated per-problem counts on nstar's" if claim.study == "interference"
-             else "simulated (k, μ)")
+            {"interference": "simulated per-problem counts on nstar's",
+             "reward-rho": "simulated (k, μ)"}.get(claim.study, "simulated, on the committed")
             if own
             else "planned"
             if planned
