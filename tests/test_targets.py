@@ -67,3 +67,22 @@ def test_the_claim_is_calibrated_on_the_targets_design():
     c = CLAIMS[claim]
     found = sum(verdict(c, c.run(tg.world("apart-curved", s))).call == "agrees" for s in range(30))
     assert found >= 22, found
+
+
+def test_the_judge_claim_is_calibrated_on_the_judged_runs():
+    """The same test with the judge (the tiny PRM's mean score, `eval/judge`) as the second
+    target, on worlds drawn on `runs/nstar/cpu/judge`: one optimum for both is rarely called,
+    optima 1.5 doublings apart are found where the curves are curved enough to locate them."""
+    from isolab.verdicts import targets as tg
+    from isolab.verdicts.calibration import calibrate
+    from isolab.verdicts.claims import CLAIMS, verdict
+    from isolab.vocab import EVAL_JUDGE
+
+    claim = "targets.judge_nstar"
+    for null in (None, "judge-same-optimum-curved"):
+        calls = calibrate(claim, {}, 60, planted=False, seed=7, null=null)
+        assert calls["agrees"] + calls["disagrees"] <= 5, (null, dict(calls))
+    c = CLAIMS[claim]
+    apart = (tg.world("apart-curved", s, sweep="judge", second=EVAL_JUDGE) for s in range(30))
+    found = sum(verdict(c, c.run(w)).call == "agrees" for w in apart)
+    assert found >= 22, found

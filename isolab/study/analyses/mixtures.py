@@ -24,7 +24,7 @@ def mixtures(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
     main, mix, never = data.get("main"), data.get("mix"), data.get(NEVER)
     fig, axes = figure_row(2, width=5.2)
     rows = component_rows(main, mix, Y) if main is not None and mix is not None else {}
-    if any(r.height for r in rows.values()):
+    if mix is not None and any(r.height for r in rows.values()):
         plots.plot_optima(rows, axes[0], y=Y)
         axes[0].set_title(f"{Y} at the budget: Easy, Hard and their mix", fontsize="small")
         axes[1].set_xscale("log")
