@@ -134,3 +134,28 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def signal_handlers_restored(request) -> Iterator[None]:
+    """Every test gets the process's SIGINT/SIGTERM handlers as the one before left them, and
+    leaves them so: a handler left behind (SIGINT ignored) is inherited by every subprocess a
+    later test starts in the same xdist worker, whose Ctrl-C then does nothing (CI once failed
+    two Ctrl-C tests so). A test that changed them is named in a warning."""
+    import signal
+    import threading
+    import warnings
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for sig, handler in before.items():
+        if signal.getsignal(sig) != handler:
+            warnings.warn(
+                f"{request.node.nodeid} left {signal.Signals(sig).name} handled by "
+                f"{signal.getsignal(sig)!r} (restored to {handler!r})",
+                stacklevel=1,
+            )
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

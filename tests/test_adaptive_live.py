@@ -4,6 +4,7 @@ resumed in the same MLflow run to the budget; run again, it trains nothing and s
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -42,8 +43,11 @@ def test_an_adaptive_sweep_stops_arms_and_resumes_the_rest(cli, tmp_path: Path):
     uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
     # grace 1, rank cut η = 2: at C = 32 the worst of the 3 arms stops (whatever the rewards)
     args = ("sweep", "adaptive", "spec.yaml", "--workers", "2", "--grace", "1", "--eta", "2")
+    handlers = [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)]
     first = cli(*args)
     assert first.exit_code == 0, first.output
+    # Ray's and Tune's handlers are not left behind: Ctrl-C in this process still raises
+    assert [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)] == handlers
     assert "rung C = 32" in first.output and "stopped n=" in first.output
 
     runs = _runs(uri)

@@ -483,6 +483,7 @@ def run_adaptive(
     from isolab.sweep.ray_backend import start_local_ray
     from isolab.sweep.runner import _children_of, check_run
     from isolab.tracking import client, leases, resolve_uri, sweep_parent
+    from isolab.tracking.interrupts import handlers_kept
     from isolab.tracking.parents import finish_parent
 
     rule = rule or StoppingRule()
@@ -513,23 +514,24 @@ def run_adaptive(
             os.environ.setdefault(THREAD_TIMEOUT_ENV, "120")
             quiet_tune()
             cpus = max(1, math.ceil(workers * spec.resources.cpus_per_run))
-            try:
-                for setting in settings_of(plan):
-                    points = [p for p in plan.points if all(
-                        p.values[a] == v for a, v in setting.items())]  # fmt: skip
+            with handlers_kept():  # Ray's SIGTERM and Tune's SIGINT stay behind otherwise
+                try:
+                    for setting in settings_of(plan):
+                        points = [p for p in plan.points if all(
+                            p.values[a] == v for a, v in setting.items())]  # fmt: skip
 
-                    def judged(C, decision, stopped, setting=setting):
-                        if on_rung is not None:
-                            on_rung(setting, C, decision, stopped)
+                        def judged(C, decision, stopped, setting=setting):
+                            if on_rung is not None:
+                                on_rung(setting, C, decision, stopped)
 
-                    start = lambda: start_local_ray(ray, num_cpus=cpus)  # noqa: E731
-                    result = _run_setting(
-                        setting, points, plan, uri, rule, storage, threads, env, judged, start
-                    )
-                    results.append(result)
-            finally:
-                if ray.is_initialized():
-                    ray.shutdown()
+                        start = lambda: start_local_ray(ray, num_cpus=cpus)  # noqa: E731
+                        result = _run_setting(
+                            setting, points, plan, uri, rule, storage, threads, env, judged, start
+                        )
+                        results.append(result)
+                finally:
+                    if ray.is_initialized():
+                        ray.shutdown()
         report = LiveReport(results, time.perf_counter() - t0)
         client(uri).set_tag(parent, FRACTION_TAG, f"{report.spent / report.grid:.4f}")
         finish_parent(spec.name, parent, uri)

@@ -50,6 +50,7 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from isolab.frontier.validate import ALLOCATION
 from isolab.sweep.adaptive import RungDecision, StoppingRule, arm_label, judge_rung
 from isolab.table import RUN_KEY, require, run_column
+from isolab.tracking.interrupts import handlers_kept
 from isolab.vocab import DEFAULT_X, DEFAULT_Y
 
 if TYPE_CHECKING:
@@ -301,7 +302,8 @@ def tune_replay(
         ),
     )
     start = time.perf_counter()
-    results = tuner.fit()
+    with handlers_kept():  # Tune's SIGINT handler stays behind otherwise
+        results = tuner.fit()
     wall_s = time.perf_counter() - start
     if results.errors:
         raise RuntimeError(f"{len(results.errors)} replay trials failed: {results.errors[0]!r}")

@@ -54,6 +54,24 @@ def interrupts_deferred():
                 os.kill(os.getpid(), signum)
 
 
+@contextlib.contextmanager
+def handlers_kept():
+    """Put the SIGINT and SIGTERM handlers back as they were once the block ends. Ray installs
+    its own (`ray.init`: SIGTERM; Ray Tune's `fit`: SIGINT, which ends a tuning loop instead of
+    raising) and leaves them: without this, Ctrl-C in the same process (a notebook, the next
+    command) after an adaptive sweep raised nothing. Only the main thread can set handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            if handler is not None:  # None: set outside Python, nothing to put back
+                signal.signal(sig, handler)
+
+
 def uninterrupted(fn: _Fn) -> _Fn:
     """`fn` runs with `interrupts_deferred`: a store write is never cut in half."""
 
