@@ -138,8 +138,8 @@ def one_thread() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def signal_handlers_restored(request) -> Iterator[None]:
-    """Every test gets the process's SIGINT/SIGTERM handlers as the one before left them, and
-    leaves them so: a handler left behind (SIGINT ignored) is inherited by every subprocess a
+    """Every test gets the process's SIGINT/SIGTERM handlers (and signal mask) as the one before
+    left them, and leaves them so: a handler left behind (SIGINT ignored) is inherited by every subprocess a
     later test starts in the same xdist worker, whose Ctrl-C then does nothing (CI once failed
     two Ctrl-C tests so). A test that changed them is named in a warning."""
     import signal
@@ -150,7 +150,11 @@ def signal_handlers_restored(request) -> Iterator[None]:
         yield
         return
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
     yield
+    if signal.pthread_sigmask(signal.SIG_BLOCK, []) != mask:  # a blocked SIGINT is inherited too
+        warnings.warn(f"{request.node.nodeid} left signals blocked: restored", stacklevel=1)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     for sig, handler in before.items():
         if signal.getsignal(sig) != handler:
             warnings.warn(

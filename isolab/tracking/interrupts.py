@@ -64,9 +64,11 @@ def handlers_kept():
         yield
         return
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
     try:
         yield
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a blocked SIGINT would stay pending
         for sig, handler in previous.items():
             if handler is not None:  # None: set outside Python, nothing to put back
                 signal.signal(sig, handler)
