@@ -54,6 +54,12 @@ def pytest_configure(config: pytest.Config) -> None:
     # MLflow's usage telemetry: a sender thread in every process the tests start, on a machine
     # without internet; it once raced in a server's start-up (`_MLFLOW_TELEMETRY_SESSION_ID`)
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    # `make test &` from a script (no job control) starts with SIGINT ignored, which every
+    # subprocess inherits: the Ctrl-C tests' sweeps would ignore their Ctrl-C
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     worker = hasattr(config, "workerinput")
     if worker:
         os.environ.setdefault("OMP_NUM_THREADS", "1")  # inherited by the worker's subprocesses
