@@ -59,28 +59,28 @@ def complete_parent(experiment: str, name: str, uri: str | None = None) -> None:
     """Sweep `name` has nothing left to run: a parent an interrupted run of it left KILLED ends
     FINISHED (`finish_parent`). Nothing is created where the sweep has no parent."""
     uri = resolve_uri(uri)
-    c = client(uri)
-    found = c.search_runs(
-        [experiment_id(experiment, uri)],
-        filter_string=f"tags.`{KIND_TAG}` = '{SWEEP_KIND}' and tags.`{SWEEP_TAG}` = "
-        f"'{_quoted(name)}'",
-        max_results=1,
-    )
-    if found and found[0].info.status == KILLED:
-        finish_parent(experiment, found[0].info.run_id, uri)
+    found = _find_parent(client(uri), experiment_id(experiment, uri), name)
+    if found is not None and found.info.status == KILLED:
+        finish_parent(experiment, found.info.run_id, uri)
 
 
-def _find_or_create_parent(
-    c: MlflowClient, exp_id: str, name: str, tags: dict, start_time: int | None
-) -> str:
+def _find_parent(c: MlflowClient, exp_id: str, name: str):
+    """Sweep `name`'s parent run in experiment `exp_id`, or None."""
     found = c.search_runs(
         [exp_id],
         filter_string=f"tags.`{KIND_TAG}` = '{SWEEP_KIND}' and tags.`{SWEEP_TAG}` = "
         f"'{_quoted(name)}'",
         max_results=1,
     )
-    if found:
-        return found[0].info.run_id
+    return found[0] if found else None
+
+
+def _find_or_create_parent(
+    c: MlflowClient, exp_id: str, name: str, tags: dict, start_time: int | None
+) -> str:
+    found = _find_parent(c, exp_id, name)
+    if found is not None:
+        return found.info.run_id
     run_tags = {
         KIND_TAG: SWEEP_KIND,
         SWEEP_TAG: name,

@@ -35,7 +35,7 @@ from scipy import stats
 from isolab.paths import bundle_dir
 from isolab.verdicts.ols import hc3_arrays
 from isolab.verdicts.result import ALPHA, StatResult, t_quantile
-from isolab.verdicts.targets import final_rows, quadratic_design
+from isolab.verdicts.targets import final_rows, quadratic_design, unlocated, vertex
 from isolab.vocab import EVAL_AVG, EVAL_PREFIX, ROLLOUTS
 
 #: The mixture's components, and the split they are mixed into.
@@ -78,15 +78,9 @@ def split_vertex(rows: pl.DataFrame, split: str, metric: str = EVAL_AVG) -> Vert
     s2 = float(e @ e) / dof
     b, c = float(beta[1]), float(beta[2])
     c_se = math.sqrt(s2 * XtX_inv[2, 2])
-    v = centre - b / (2 * c) if c != 0 else nan
-    grad = np.array([-1 / (2 * c), b / (2 * c**2)]) if c != 0 else np.full(2, nan)
+    v, grad = vertex(b, c, centre)
     se = math.sqrt(max(float(s2 * grad @ XtX_inv[1:3, 1:3] @ grad), 0.0))
-    lo, hi = float(x.min()), float(x.max())
-    why = ""
-    if not c + t_quantile(dof) * c_se < 0:
-        why = f"{split}: curvature not resolved ({c:+.3g} ± {t_quantile(dof) * c_se:.2g})"
-    elif not lo < v < hi:
-        why = f"{split}: optimum n ≈ {2**v:.3g} outside the grid (n {2**lo:g} … {2**hi:g})"
+    why = unlocated(split, c, t_quantile(dof) * c_se, v, float(x.min()), float(x.max()))
     return Vertex(split, v, se, c, c_se, dof, rows.height, why)
 
 
@@ -232,10 +226,16 @@ def shipped(sweep: str) -> pl.DataFrame:
 
 
 @cache
+def shipped_components() -> dict[str, pl.DataFrame]:
+    """`component_rows` of the committed main and mix sweeps: the design the worlds redraw."""
+    return component_rows(shipped("main"), shipped("mix"))
+
+
+@cache
 def measured() -> dict[str, dict[str, float]]:
     """Per split, the level, curvature, vertex and residual SD of the quadratic fit, and the SD
-    of its seed levels, on the shipped design (`component_rows` of main and mix)."""
-    rows = component_rows(shipped("main"), shipped("mix"))
+    of its seed levels, on the shipped design (`shipped_components`)."""
+    rows = shipped_components()
     out = {}
     for split, part in rows.items():
         X, centre, _ = quadratic_design(part)
@@ -267,10 +267,10 @@ def world(kind: str, seed: int) -> dict[str, pl.DataFrame]:
     redrawn as a quadratic in log2 n with its measured level, seed spread and noise, vertices
     and curvature as `WORLDS` says."""
     v_easy, v_hard, v_mix, curvature = WORLDS[kind]
-    vertex = {"easy": v_easy, "hard": v_hard, MIX: v_mix}
+    place = {"easy": v_easy, "hard": v_hard, MIX: v_mix}
     p = measured()
     rng = np.random.default_rng(seed)
-    rows = component_rows(shipped("main"), shipped("mix"))
+    rows = shipped_components()
     out = {}
     for split, part in rows.items():
         q = p[split]
@@ -278,7 +278,7 @@ def world(kind: str, seed: int) -> dict[str, pl.DataFrame]:
         x = np.log2(part["n"].to_numpy().astype(float))
         seeds = part["seed"].to_numpy()
         level = {s: rng.normal(0, q["seed_sd"]) for s in np.unique(seeds)}
-        y = (q["level"] + c * (x - vertex[split]) ** 2 + np.array([level[s] for s in seeds])
+        y = (q["level"] + c * (x - place[split]) ** 2 + np.array([level[s] for s in seeds])
              + rng.normal(0, q["sd"], len(x)))  # fmt: skip
         out[split] = part.with_columns(pl.Series(EVAL_AVG, y))
     return {"main": pl.concat([out["easy"], out["hard"]], how="diagonal_relaxed"), "mix": out[MIX]}
@@ -288,9 +288,7 @@ def coverage_world(slope_per_doubling: float, seed: int) -> dict[str, pl.DataFra
     """One simulated `never` on the shipped design: each run's last best@k as the measured mean
     + a level per seed + noise (the measured residual SD), plus `slope_per_doubling` × log2 n
     (centred)."""
-    df = shipped("never")
-    best = _never_best(df)
-    rows = final_rows(df, (best,))
+    best, rows = _never_final()
     x = np.log2(rows["n"].to_numpy().astype(float))
     seeds = rows["seed"].to_numpy()
     sd, seed_sd = _coverage_noise()
@@ -306,9 +304,7 @@ def coverage_world(slope_per_doubling: float, seed: int) -> dict[str, pl.DataFra
 def _coverage_noise() -> tuple[float, float]:
     """The residual SD of best@k on `never` around a mean per (n) and a level per seed, and
     the SD of those seed levels."""
-    df = shipped("never")
-    best = _never_best(df)
-    rows = final_rows(df, (best,))
+    best, rows = _never_final()
     ns, seeds = rows["n"].to_numpy(), rows["seed"].to_numpy()
     cols = [(ns == n).astype(float) for n in np.unique(ns)]
     cols += [(seeds == s).astype(float) for s in np.unique(seeds)[1:]]
@@ -321,8 +317,11 @@ def _coverage_noise() -> tuple[float, float]:
     return sd, float(np.std(seed_levels))
 
 
-def _never_best(df: pl.DataFrame) -> str:
+@cache
+def _never_final() -> tuple[str, pl.DataFrame]:
+    """The committed `never` sweep's best@k column and its runs' last evaluations."""
+    df = shipped("never")
     best = coverage_metric(df)
     if best is None:
         raise ValueError("the shipped `never` sweep has no eval/best@k column")
-    return best
+    return best, final_rows(df, (best,))

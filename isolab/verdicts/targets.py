@@ -53,6 +53,24 @@ def quadratic_design(rows: pl.DataFrame) -> tuple[np.ndarray, float, np.ndarray]
     return np.column_stack(cols), centre, x
 
 
+def vertex(b: float, c: float, centre: float) -> tuple[float, np.ndarray]:
+    """The vertex (log2 n) of `centre`-centred `a + b·x + c·x²`, and its gradient in (b, c) for
+    the delta method (NaN where c = 0)."""
+    if c == 0:
+        return math.nan, np.full(2, np.nan)
+    return centre - b / (2 * c), np.array([-1 / (2 * c), b / (2 * c**2)])
+
+
+def unlocated(name: str, c: float, c_half: float, v: float, lo: float, hi: float) -> str:
+    """Why the vertex `v` of curvature `c` (± `c_half`, its interval's half-width) has no
+    position on the grid log2 n ∈ (`lo`, `hi`) — or "" where it has one."""
+    if not c + c_half < 0:
+        return f"{name}: curvature not resolved ({c:+.3g} ± {c_half:.2g})"
+    if not lo < v < hi:
+        return f"{name}: optimum n ≈ {2**v:.3g} outside the grid (n {2**lo:g} … {2**hi:g})"
+    return ""
+
+
 def optimum_difference(
     df: pl.DataFrame, first: str = EVAL_AVG, second: str = SHIFTED
 ) -> StatResult:
@@ -88,18 +106,15 @@ def optimum_difference(
     S = E.T @ E / dof
     lo, hi = float(x.min()), float(x.max())
     q = t_quantile(dof)
-    vertex, grads, why = [], [], []
+    vertices, grads, why = [], [], []
     for m, name in enumerate((first, second)):
-        b, c = B[1, m], B[2, m]
-        c_se = math.sqrt(S[m, m] * XtX_inv[2, 2])
-        v = centre - b / (2 * c) if c != 0 else math.nan
-        vertex.append(v)
-        grads.append(np.array([-1 / (2 * c), b / (2 * c**2)]) if c != 0 else np.full(2, np.nan))
-        if not c + q * c_se < 0:
-            why.append(f"{name}: curvature not resolved ({c:+.3g} ± {q * c_se:.2g})")
-        elif not lo < v < hi:
-            why.append(f"{name}: optimum n ≈ {2**v:.3g} outside the grid (n {2**lo:g} … {2**hi:g})")
-    note = ", ".join(f"n* ≈ {2**v:.3g} under {name}" for v, name in zip(vertex, (first, second),
+        b, c = float(B[1, m]), float(B[2, m])
+        v, grad = vertex(b, c, centre)
+        vertices.append(v)
+        grads.append(grad)
+        why.append(unlocated(name, c, q * math.sqrt(S[m, m] * XtX_inv[2, 2]), v, lo, hi))
+    why = [w for w in why if w]
+    note = ", ".join(f"n* ≈ {2**v:.3g} under {name}" for v, name in zip(vertices, (first, second),
                                                                        strict=True)
                      if math.isfinite(v) and abs(v) < 60)  # fmt: skip
     if why:
@@ -114,13 +129,13 @@ def optimum_difference(
     )
     corr = S[0, 1] / math.sqrt(S[0, 0] * S[1, 1]) if S[0, 0] > 0 and S[1, 1] > 0 else math.nan
     return StatResult.from_t(
-        vertex[0] - vertex[1],
+        vertices[0] - vertices[1],
         math.sqrt(max(var, 0.0)),
         float(dof),
         n_runs=rows.height,
         test=f"{test} ({dof} df)",
         note=f"{note}; residual correlation of the targets {corr:.2f}",
-        extra={"log2_n_star": dict(zip((first, second), vertex, strict=True)), "corr": corr},
+        extra={"log2_n_star": dict(zip((first, second), vertices, strict=True)), "corr": corr},
     )
 
 

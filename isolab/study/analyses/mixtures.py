@@ -31,16 +31,11 @@ def mixtures(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
         plots.plot_curves(summaries.curves(mix, ["n"], ROLLOUTS, Y), axes[1], x=ROLLOUTS, y=Y,
                           by="n")  # fmt: skip
         axes[1].set_title("the mix against compute", fontsize="small")
-        by_split = pl.concat(
-            [
-                r.group_by("n").agg(pl.col(Y).mean(), pl.len().alias("runs"))
-                .with_columns(pl.lit(s).alias("split"))
-                for s, r in rows.items() if r.height
-            ]
+        means = {s: r.group_by("n").agg(pl.col(Y).mean()) for s, r in rows.items() if r.height}
+        rep.tables["mix_by_n"] = pl.concat(
+            [m.with_columns(pl.lit(s).alias("split")) for s, m in means.items()]
         ).pivot("split", index="n", values=Y).sort("n")  # fmt: skip
-        rep.tables["mix_by_n"] = by_split
-        best = {s: int(r.group_by("n").agg(pl.col(Y).mean()).sort(Y, descending=True)["n"][0])
-                for s, r in rows.items() if r.height}  # fmt: skip
+        best = {s: int(m.sort(Y, descending=True)["n"][0]) for s, m in means.items()}
         rep.findings["best_n_seed_mean"] = best
         rep.summary.append(
             f"At the budget ({Y}{_bp(rows['mix'])}), the best seed mean is at "
