@@ -13,12 +13,13 @@ import math
 import re
 import warnings
 from dataclasses import dataclass, field, fields
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from isolab.paths import name_path
+from isolab.paths import check_visible, name_path
 from isolab.trl_args import check_extra
 from isolab.typed_fields import typed_fields
 from isolab.userinput import brief, read_yaml
@@ -42,6 +43,17 @@ MAX_SEED = 2**32 - 1
 # are isolab's CPU defaults for tiny models, chosen so that neither term dominates the policy loss.
 DEFAULT_BETA = 0.02
 DEFAULT_ENTROPY_COEF = 0.005
+
+# Ceilings of values no training wants (not size guards: nothing is meant above them).
+#: Adam moves every weight by about the learning rate per step, so η > 1 wrecks a model in one
+#: step (isolab's pilots pick 1e-6 to 1e-4).
+MAX_LR = 1.0
+#: Logits are divided by T: at T = 10 sampling is all but uniform over the vocabulary.
+MAX_TEMPERATURE = 10.0
+#: A KL or entropy coefficient over 100 drowns the policy loss (the papers use 0.001 to 0.04).
+MAX_COEF = 100.0
+#: float32's largest finite value: a clip norm above it is inf in the gradient clip's dtype.
+MAX_FLOAT32 = 3.4028234663852886e38
 
 
 #: The Hard band's definition in run keys: `[0, 1/16]` since never-solved problems are Hard.
@@ -76,7 +88,9 @@ class RunConfig:
             (format + correctness), `dense` (partial credit); model-based `orm`, `prm`,
             `proxy-prm` (charged to `flops/reward`; `extra: {reward_model: ...}` picks the model);
             or your own function with TRL's signature, `module:function` or
-            `path/to/file.py:function` (0 reward FLOPs; `isolab.rl.rewards.user_reward`).
+            `path/to/file.py:function` (0 reward FLOPs; `isolab.rl.rewards.user_reward`): a
+            plain Python function of yours taking `completions` by keyword and `**kwargs`
+            (no builtin, standard-library or installed-package function; `isolab.tasks.usercode`).
         n: rollouts per problem (TRL's `num_generations`), ≥ 2 so that GRPO has a group.
         B_p: problems per optimizer step.
         M: optimizer steps (TRL's `max_steps`).
@@ -134,8 +148,11 @@ class RunConfig:
             K. The global batch, the schedule and the learning rate are those of one process.
         trust_remote_code: run the Python code a model ships (the `auto_map` of its
             config.json), the policy's as a reward model's (Qwen2.5-Math-PRM ships some); off
-            by default, when such a model is refused before anything of it runs. Planning
-            (`isolab flops`, a sweep's plan) never runs any, whatever this says.
+            by default, when such a model is refused before anything of it runs. The one switch:
+            a `trust_remote_code` inside `extra` is refused. It also lets a task card's own
+            verifier (`verifier: check.py:fn`, code from a data folder) run; without it such
+            a card is refused, naming the file. Planning (`isolab flops`, a sweep's plan)
+            never runs any of either, whatever this says.
     """
 
     experiment: str = "default"
@@ -179,6 +196,11 @@ class RunConfig:
         # Every field by its type (YAML's "5e-5" is a number, 8.5 is not an n), then by range.
         for name, value in typed_fields(self).items():
             object.__setattr__(self, name, value)
+        for name in ("model", "task", "data_dir", "eval_judge"):  # paths and hub ids
+            if getattr(self, name) is not None:
+                check_visible(getattr(self, name), name, "remove it")
+        for name, spec in self.eval_sets.items():
+            check_visible(spec, f"eval_sets.{name}", "remove it")
         if self.n < 2:
             raise ValueError(
                 f"n = {self.n}: GRPO needs at least 2 rollouts per problem to form a group "
@@ -209,17 +231,42 @@ class RunConfig:
             )
         if self.lr_base <= 0:
             raise ValueError(f"lr_base = {self.lr_base}: must be > 0 (e.g. 5e-5 for tiny models).")
+        if self.lr_base > MAX_LR:
+            raise ValueError(
+                f"lr_base = {self.lr_base}: over {MAX_LR}; Adam moves every weight by about the "
+                "learning rate each step, so this wrecks the model in one step. Use 1e-6 to "
+                "1e-4 (5e-5 for the tiny models)."
+            )
         if not self.max_grad_norm > 0:
             raise ValueError(
                 f"max_grad_norm = {self.max_grad_norm}: must be > 0 (1.0 clips as TRL does; a "
                 "large value such as 1e6 leaves gradients unclipped)."
             )
+        if self.max_grad_norm > MAX_FLOAT32:
+            raise ValueError(
+                f"max_grad_norm = {self.max_grad_norm}: over float32's largest number "
+                f"({MAX_FLOAT32:.3g}), it is inf where the gradient is clipped; 1e6 already "
+                "leaves gradients unclipped."
+            )
         if self.temperature <= 0:
             raise ValueError(f"temperature = {self.temperature}: must be > 0 for sampling.")
+        if self.temperature > MAX_TEMPERATURE:
+            raise ValueError(
+                f"temperature = {self.temperature}: over {MAX_TEMPERATURE}; logits are divided "
+                "by the temperature, so sampling is all but uniform over the vocabulary. Use "
+                "0.6 to 1.2 (1.0 samples the model as it is)."
+            )
         _check_choice("lr_scaling", self.lr_scaling, LR_SCALINGS)
         _check_choice("recipe", self.recipe, RECIPES)
         _check_choice("split", self.split, SPLITS)
         _check_choice("generation", self.generation, GENERATIONS)
+        if self.lr > MAX_LR:
+            raise ValueError(
+                f"lr_base = {self.lr_base} gives lr = {_LR_RULES[self.lr_scaling]} = "
+                f"{self.lr:g} at B = {self.B} and B_base = {self.B_base} (lr_scaling "
+                f"{self.lr_scaling}), over {MAX_LR}: lower lr_base, or raise B_base to a batch "
+                "you tuned lr_base at."
+            )
         _check_reward(self.reward, self.extra)
         if self.lora_rank < 0:
             raise ValueError(f"lora_rank = {self.lora_rank}: use 0 for full fine-tuning or r > 0.")
@@ -256,8 +303,22 @@ class RunConfig:
             raise ValueError(f"beta = {self.beta}: the KL coefficient must be ≥ 0.")
         if self.entropy_coef is not None and self.entropy_coef < 0:
             raise ValueError(f"entropy_coef = {self.entropy_coef}: must be ≥ 0.")
+        for name in ("beta", "entropy_coef"):
+            if (getattr(self, name) or 0) > MAX_COEF:
+                raise ValueError(
+                    f"{name} = {getattr(self, name)}: over {MAX_COEF:g}, the term drowns the "
+                    "policy loss; the papers use 0.001 to 0.04 (leave it out for the recipe's)."
+                )
+        at = self.eval_at_rollouts
+        if at is not None and (not at or min(at) < 1 or any(b <= a for a, b in pairwise(at))):
+            raise ValueError(
+                f"eval_at_rollouts = {brief(list(at))}: give rollout counts ≥ 1 in increasing "
+                "order, each once (e.g. [64, 128, 256]), or leave it out to evaluate every "
+                "eval_every steps."
+            )
         check_extra(self.extra)  # isolab.trl_args: what `extra` and `extra.grpo` may hold
         _check_eval_sets(self.eval_sets)
+        _check_card_code(self)  # after the cards read: a card that does not read says why
         name_path(self.experiment, "experiment")
         _check_sizes(self)
 
@@ -419,9 +480,24 @@ SWEEP_SPEC_KEYS = frozenset(
 
 
 #: Sizes past which a run is almost surely a typo (n: 100000 failed to allocate after 70 s):
-#: refused unless `$ISOLAB_NO_SIZE_GUARDS=1` says it is meant.
-SIZE_GUARDS = {"n": 4096, "B": 65536, "M": 1_000_000, "eval samples": 10_000_000}
+#: refused unless `$ISOLAB_NO_SIZE_GUARDS=1` says it is meant. Every factor of a run's work is
+#: under one (`_check_sizes`): batches, steps × update passes, tokens, evaluations.
+SIZE_GUARDS = {
+    "n": 4096,
+    "B": 65536,
+    "M": 1_000_000,
+    "eval samples": 10_000_000,  # of one evaluation
+    "eval samples per run": 100_000_000,  # of every evaluation of the run, on every set
+    # past the longest context of today's models (128 Ki tokens)
+    "max_completion_tokens": 131_072,
+    "tokens per step": 100_000_000,  # generated: B · max_completion_tokens
+    # a LoRA update of a d×d weight has rank ≤ d, and the widest models have d = 16 Ki
+    "lora_rank": 65_536,
+    "pool_size": 10_000_000,  # difficulty labelling samples 16 completions of each
+}
 SIZE_GUARD_ENV = "ISOLAB_NO_SIZE_GUARDS"
+#: `RunConfig.lr` of each `lr_scaling`, as messages write it.
+_LR_RULES = {"sqrt": "lr_base·sqrt(B/B_base)", "linear": "lr_base·B/B_base", "const": "lr_base"}
 
 
 def reward_parts(name: str) -> list[str]:
@@ -436,16 +512,19 @@ def is_user_reward(name: str) -> bool:
 
 
 def _check_reward(reward: str, extra: dict[str, Any]) -> None:
-    """One reward system, a function of the user's (it must import), or a sum of them (`+`)
-    with at most one model-based part and as many `extra.grpo.reward_weights` as parts."""
-    from isolab.tasks.card import load_function
+    """One reward system, a function of the user's, or a sum of them (`+`) with at most one
+    model-based part and as many `extra.grpo.reward_weights` as parts. A function of the
+    user's is checked here without importing it (`check_spec`: no standard-library or
+    installed function); `isolab.rl.rewards.user_reward` imports it before a run exists and
+    checks that it is a Python function with TRL's signature."""
+    from isolab.tasks.usercode import REWARD, check_spec
 
     parts = reward_parts(reward)
     for part in parts:
         if not part:
             raise ValueError(f"reward = {brief(reward)}: an empty part; write a + b")
         if is_user_reward(part):
-            load_function(part, Path.cwd(), "reward")
+            check_spec(part, Path.cwd(), "reward", REWARD)
         else:
             _check_choice("reward", part, REWARDS)
     if sum(part in MODEL_BASED for part in parts) > 1:
@@ -460,6 +539,20 @@ def _check_reward(reward: str, extra: dict[str, Any]) -> None:
             f"extra.grpo.reward_weights = {brief(weights)}: give one weight per part of reward "
             f"({len(parts)}: {', '.join(parts)})"
         )
+
+
+def _check_card_code(cfg: RunConfig) -> None:
+    """A task card (the task's, or an evaluation set's) whose verifier is code of its own is
+    code from a data folder: refused, naming the card and the file, unless the config says
+    `trust_remote_code: true` (the one switch, as for a model's own code)."""
+    from isolab.tasks import card
+
+    if cfg.trust_remote_code:
+        return
+    for spec in [cfg.task, *cfg.eval_sets.values()]:
+        refusal = card.code_refusal(card.load_card(spec)) if card.is_card(spec) else None
+        if refusal:
+            raise ValueError(refusal)
 
 
 def _check_eval_sets(sets: dict[str, str]) -> None:
@@ -488,23 +581,48 @@ def _check_sizes(cfg: RunConfig) -> None:
 
     if os.environ.get(SIZE_GUARD_ENV) == "1":
         return
-    sizes = {
-        "n": (cfg.n, "n"),
-        "B": (
-            (cfg.B, "B = B_p·n")
-            if cfg.search_oversample == 1
-            else (cfg.rollouts_per_step, "search_oversample·B_p·n")
+    batch = "B = B_p·n" if cfg.search_oversample == 1 else "search_oversample·B_p·n"
+    per_eval = cfg.eval_problems * cfg.eval_k_samples
+    evaluations, when = _evaluations(cfg)
+    sets = 1 + len(cfg.eval_sets)
+    per_step = cfg.rollouts_per_step * cfg.max_completion_tokens
+    sizes = [  # (guard, value, what the message names)
+        ("n", cfg.n, "n"),
+        ("B", cfg.rollouts_per_step, batch),
+        ("B", cfg.B_base, "B_base"),  # a reference batch is a batch
+        ("M", cfg.M, "M"),
+        ("M", cfg.M * cfg.num_iterations, "M·num_iterations"),  # update passes
+        ("M", cfg.eval_every, "eval_every"),
+        ("max_completion_tokens", cfg.max_completion_tokens, "max_completion_tokens"),
+        ("tokens per step", per_step, batch.split(" = ")[0] + "·max_completion_tokens"),
+        ("eval samples", per_eval, "eval_problems·eval_k_samples"),
+        (
+            "eval samples per run",
+            evaluations * sets * per_eval,
+            f"eval_problems·eval_k_samples × {evaluations:,} evaluations ({when}) × {sets} "
+            "evaluation set(s)",
         ),
-        "M": (cfg.M, "M"),
-        "eval samples": (cfg.eval_problems * cfg.eval_k_samples, "eval_problems·eval_k_samples"),
-    }
-    for key, (value, name) in sizes.items():
+        ("lora_rank", cfg.lora_rank, "lora_rank"),
+        ("pool_size", cfg.pool_size, "pool_size"),
+        ("pool_size", cfg.train_limit or 0, "train_limit"),  # a share of the pool
+    ]
+    for key, value, name in sizes:
         if value > SIZE_GUARDS[key]:
             raise ValueError(
-                f"{name} = {value:,}: over isolab's guard of {SIZE_GUARDS[key]:,} (a size this "
-                f"large is usually a typo and fails after minutes); set {SIZE_GUARD_ENV}=1 to run "
-                "it anyway."
+                f"{name} = {value:,}: over isolab's guard of {SIZE_GUARDS[key]:,} on {key} (a "
+                f"size this large is usually a typo and fails after minutes or never ends); set "
+                f"{SIZE_GUARD_ENV}=1 to run it anyway."
             )
+
+
+def _evaluations(cfg: RunConfig) -> tuple[int, str]:
+    """The most evaluations a run makes (`isolab.rl.evaluate.Evaluator.due`), and why."""
+    if cfg.eval_at_rollouts:  # at most one a step, and the last step's
+        count = min(len(cfg.eval_at_rollouts), cfg.M) + 1
+        return count, f"eval_at_rollouts has {len(cfg.eval_at_rollouts):,} checkpoints"
+    if cfg.eval_every > 0:  # step 0, every eval_every steps, the last step
+        return 2 + cfg.M // cfg.eval_every, f"eval_every = {cfg.eval_every}, M = {cfg.M:,}"
+    return 2, "at the start and the end"
 
 
 def _renamed(data: dict[str, Any]) -> dict[str, Any]:

@@ -131,8 +131,9 @@ def splits_path(model: str, task: str, pool_size: int, seed: int) -> Path:
     return cache_root() / "difficulty" / f"{safe}__{name}__pool{pool_size}__seed{seed}.json"
 
 
-def task_for(model: str, task: str) -> Task:
-    return get_task(task, "raw" if models.is_tiny(model) else "chat")
+def task_for(model: str, task: str, run_code: bool = False) -> Task:
+    """The task in the prompt style of `model`; a card's own verifier runs with `run_code`."""
+    return get_task(task, "raw" if models.is_tiny(model) else "chat", run_code)
 
 
 def label(
@@ -150,7 +151,7 @@ def label(
     """Sample `k` completions per pool problem with the base model and cut the splits (a model
     that ships its own code runs only with `trust_remote_code`)."""
     _check_fraction(val_fraction)
-    task = task_for(model_name, task_name)
+    task = task_for(model_name, task_name, run_code=trust_remote_code)
     problems = task.problems(split="train", data_dir=data_dir, limit=pool_size, seed=seed)
     from isolab.models.sampling import sample_and_grade  # torch: only when labelling
 

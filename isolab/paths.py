@@ -44,12 +44,7 @@ def name_path(name: str, what: str = "name") -> Path:
     outside the folder or hides what it is (ValueError naming `what`)."""
     text = str(name)
     shown = brief(text)
-    hidden = [c for c in text if _invisible(c)]
-    if hidden:
-        raise ValueError(
-            f"{what} = {shown}: holds the control or formatting character "
-            f"U+{ord(hidden[0]):04X}; use letters, digits, '-', '_' and '/'."
-        )
+    check_visible(text, what, "use letters, digits, '-', '_' and '/'")
     size = len(text.encode())
     if size > MAX_NAME_BYTES:
         raise ValueError(
@@ -69,6 +64,18 @@ def name_path(name: str, what: str = "name") -> Path:
             "between non-empty parts (no '..', no leading '/', no backslash)."
         )
     return Path(*parts)
+
+
+def check_visible(text: str, what: str, fix: str) -> None:
+    """ValueError naming `what` and `fix` when `text` (a name, a path, a hub id) holds a
+    character one cannot see (`_invisible`): a NUL byte cuts a path short in C, U+202E shows
+    it reversed."""
+    hidden = next((c for c in str(text) if _invisible(c)), None)
+    if hidden is not None:
+        raise ValueError(
+            f"{what} = {brief(str(text))}: holds the control or formatting character "
+            f"U+{ord(hidden):04X}; {fix}."
+        )
 
 
 def _invisible(char: str) -> bool:
@@ -96,6 +103,26 @@ def runs_dir() -> Path:
         ):
             return runs
     return Path("runs")
+
+
+def first_link(
+    target: str | os.PathLike[str], root: str | os.PathLike[str] | None = None
+) -> Path | None:
+    """The first symbolic link on the way to `target` (a `Path`), or None: each folder between
+    `root` and `target` when `target` lies under `root` (`runs/nstar` on the way to
+    `runs/nstar/x`), then `target` itself. A write through a link lands wherever the link
+    leads: onto a store, a config, another user's file. `root` itself may be a link (a
+    `runs/` kept on another disk)."""
+    target = Path(target)
+    steps = [target]
+    if root is not None:
+        base = Path(root).absolute()
+        try:
+            parts = target.absolute().relative_to(base).parts
+        except ValueError:  # not under root: only the target is isolab's to check
+            parts = ()
+        steps = [base.joinpath(*parts[:i]) for i in range(1, len(parts))] + steps
+    return next((step for step in steps if step.is_symlink()), None)
 
 
 def default_db() -> Path:

@@ -66,13 +66,37 @@ def grpo_config_fields() -> frozenset[str]:
     return frozenset(f.name for f in fields(GRPOConfig))
 
 
+def trust_flags(value: Any, where: str = "extra") -> list[str]:
+    """Where `value` holds a `trust_remote_code` key, at any depth (`extra.grpo.
+    model_init_kwargs.trust_remote_code`): TRL hands such a mapping to a loader as it is."""
+    if isinstance(value, dict):
+        found = []
+        for key, inner in value.items():
+            path = f"{where}.{key}"
+            found += [path] if key == "trust_remote_code" else trust_flags(inner, path)
+        return found
+    if isinstance(value, list | tuple):
+        return [p for i, inner in enumerate(value) for p in trust_flags(inner, f"{where}[{i}]")]
+    return []
+
+
 def check_extra(extra: dict[str, Any]) -> None:
     """`extra` holds only keys isolab reads; `extra.grpo` only GRPOConfig fields that isolab
-    does not set itself."""
+    does not set itself; no `trust_remote_code` at any depth (the run config's is the one
+    switch)."""
+    for path in trust_flags(extra):
+        # A nested flag reached TRL's reference model past a top-level `false` (issue 52).
+        raise ValueError(
+            f"{path}: isolab takes one switch for a model's own code: remove this and set "
+            "the run config's top-level `trust_remote_code: true` if you trust the model's "
+            "source (the policy, TRL's reference model, vLLM and reward models all follow it)."
+        )
     for key in extra:
         if key not in EXTRA_KEYS:
             known = "; ".join(f"{k}: {v}" for k, v in EXTRA_KEYS.items())
             raise ValueError(f"extra.{key}: not a key isolab reads (it reads {known}).")
+    if "reward_model" in extra:
+        _check_reward_model(extra["reward_model"])
     grpo = extra.get("grpo")
     if grpo is None:
         return
@@ -88,6 +112,16 @@ def check_extra(extra: dict[str, Any]) -> None:
             "against trl.GRPOConfig's documentation)."
         )
     _check_sampling(grpo)
+
+
+def _check_reward_model(model: Any) -> None:
+    """`extra.reward_model` is text naming a model (YAML's `5` is a number, not a name)."""
+    from isolab.paths import check_visible
+
+    fix = "name the model of the model-based reward: a preset (tiny-orm), a hub id or a folder"
+    if not isinstance(model, str) or not model.strip():
+        raise ValueError(f"extra.reward_model = {brief(model)}: {fix}; quote it in YAML.")
+    check_visible(model, "extra.reward_model", f"remove it ({fix})")
 
 
 def _check_sampling(grpo: dict[str, Any]) -> None:

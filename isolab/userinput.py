@@ -24,6 +24,8 @@ MAX_YAML_BYTES = 1_000_000
 #: Most values (scalars, lists, mappings) a YAML document may hold once its aliases are expanded.
 MAX_YAML_NODES = 100_000
 
+#: What YAML 1.2 does not allow in a stream (https://yaml.org/spec/1.2.2/#51-character-set).
+_UNPRINTABLE = re.compile(r"[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
 _FLOAT = re.compile(
     r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
@@ -84,6 +86,13 @@ def load_yaml(text: str) -> Any:
     expands past `MAX_YAML_NODES` values."""
     if len(text) > MAX_YAML_BYTES:
         raise ValueError(f"{len(text):,} characters, over isolab's limit of {MAX_YAML_BYTES:,}")
+    bad = _UNPRINTABLE.search(text)
+    if bad:  # PyYAML's reader raises on it before any parsing, with a position and no line
+        line = text.count("\n", 0, bad.start()) + 1
+        raise ValueError(
+            f"the character U+{ord(bad.group()):04X} at line {line} is not allowed in YAML "
+            "(a NUL byte or a control character): remove it"
+        )
     loader = _Loader(text)
     try:
         node = loader.get_single_node()

@@ -10,7 +10,7 @@ layer, if that makes no cycle, and any layer below):
 
     cli → study → verdicts → sweep, frontier, plots, synthetic → rl, planning → models, compute,
         tracking, difficulty → config, trl_args, typed_fields, table, vocab, stop, tasks, paths,
-        logs, metrics, userinput, hub
+        logs, metrics, userinput, hub, deadline
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ LAYERS: list[set[str]] = [
         "metrics",
         "userinput",
         "hub",
+        "deadline",
         "__init__",
     },
 ]

@@ -4,6 +4,7 @@ a message naming what to fix, and none leaves a run behind (RUNNING or FAILED)."
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -27,6 +28,9 @@ def _alias_bomb(key: str) -> str:
 
 
 LONG_NAME = "x" * 300
+#: The cores this process may use, and a number of processes (a power of 2) over them.
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+WIDE = 2 ** CORES.bit_length()
 
 #: (run config YAML, what the message must name)
 CONFIGS = [
@@ -116,6 +120,65 @@ CONFIGS = [
     (f"experiment: {LONG_NAME}\n", "300 bytes long, over isolab's limit of 120"),
     ("model: '[/x]'\n", "model: '[/x]'"),  # rich markup in user text prints as it is
     ("M: 1:00\n", "M = '1:00'"),  # YAML 1.2: not the sexagesimal 60
+    # issue 52: accepted silently before: checkpoints that are not rising rollout counts ≥ 1
+    ("eval_at_rollouts: [-5, 10]\n", "eval_at_rollouts = [-5, 10]"),
+    ("eval_at_rollouts: [0, 10]\n", "eval_at_rollouts = [0, 10]"),
+    ("eval_at_rollouts: []\n", "eval_at_rollouts = []"),
+    ("eval_at_rollouts: [20, 10]\n", "eval_at_rollouts = [20, 10]"),
+    ("eval_at_rollouts: [10, 10]\n", "eval_at_rollouts = [10, 10]"),
+    ("eval_at_rollouts: 64\n", "eval_at_rollouts = 64"),
+    # sizes no run needs (a typo's extra digits), and every factor of a run's work
+    ("lora_rank: 1000000000\n", "lora_rank = 1,000,000,000"),
+    ("pool_size: 1000000000\n", "pool_size = 1,000,000,000"),
+    ("max_completion_tokens: 1000000000\n", "max_completion_tokens = 1,000,000,000"),
+    ("B_base: 1000000000\n", "B_base = 1,000,000,000"),
+    ("num_iterations: 1e9\n", "M·num_iterations = 40,000,000,000"),
+    ("M: 1000000\nnum_iterations: 2\n", "M·num_iterations = 2,000,000"),
+    ("eval_every: 1000000000\n", "eval_every = 1,000,000,000"),
+    ("train_limit: 1000000000\n", "train_limit = 1,000,000,000"),
+    ("eval_problems: 1000000000\n", "eval_problems·eval_k_samples"),
+    ("eval_k_samples: 1000000000\n", "eval_problems·eval_k_samples"),
+    ("search_oversample: 1000000000\n", "search_oversample·B_p·n"),
+    ("processes: 1000000000\n", "processes = 1000000000"),
+    ("n: 64\nB_p: 1024\nmax_completion_tokens: 100000\n", "B·max_completion_tokens"),
+    (
+        "M: 100000\neval_every: 1\neval_problems: 1000\neval_k_samples: 100\n",
+        "evaluations (eval_every = 1",
+    ),
+    (
+        "n: 2\nB_p: 1\nM: 10000\neval_problems: 1000\neval_k_samples: 100\neval_at_rollouts: ["
+        + ", ".join(str(2 * i) for i in range(1, 5001))
+        + "]\n",
+        "evaluations (eval_at_rollouts",
+    ),
+    # numbers past any sane training value
+    ("lr_base: 1e300\n", "lr_base = 1e+300"),
+    ("lr_base: 2\n", "lr_base = 2.0"),
+    ("lr_base: 0.5\nlr_scaling: linear\nB_p: 64\n", "lr = lr_base·B/B_base = 4"),
+    ("temperature: 1e300\n", "temperature = 1e+300"),
+    ("temperature: 50\n", "temperature = 50.0"),
+    ("beta: 1e300\n", "beta = 1e+300"),
+    ("entropy_coef: 1e300\n", "entropy_coef = 1e+300"),
+    ("max_grad_norm: 1e300\n", "max_grad_norm = 1e+300"),
+    # a reward model is named by text
+    ("extra: {reward_model: 5}\n", "extra.reward_model = 5"),
+    ("extra: {reward_model: ''}\n", "extra.reward_model = ''"),
+    ("extra: {reward_model: [a, b]}\n", "extra.reward_model = ['a', 'b']"),
+    ('extra: {reward_model: "a\\0b"}\n', "extra.reward_model = 'a\\x00b'"),
+    # NUL and control characters in what becomes a path or a hub id
+    ('model: "tiny\\0m"\n', "model = 'tiny\\x00m'"),
+    ('model: "a\\x01b"\n', "model = 'a\\x01b'"),
+    ('model: "a\\nb"\n', "model = 'a\\nb'"),
+    ('task: "a\\0b.yaml"\n', "task = 'a\\x00b.yaml'"),
+    ('data_dir: "/tmp/\\0x"\n', "data_dir = '/tmp/\\x00x'"),
+    ('data_dir: "/tmp/a\\tb"\n', "data_dir = '/tmp/a\\tb'"),
+    ('eval_judge: "tiny\\0prm"\n', "eval_judge = 'tiny\\x00prm'"),
+    ('eval_sets: {x: "gsm\\0k"}\n', "eval_sets.x = 'gsm\\x00k'"),
+    # evaluation sets whose generator would never finish
+    ('eval_sets: {x: "arithmetic:max_digits=100000000"}\n', "max_digits = 100000000: give 1 to"),
+    ('eval_sets: {x: "arithmetic:max_terms=100000000"}\n', "eval_sets.x"),
+    ('eval_sets: {x: "arithmetic:max_digits=' + "9" * 30 + '"}\n', "eval_sets.x"),
+    ('eval_sets: {x: "arithmetic:min_digits=0"}\n', "eval_sets.x"),
 ]
 
 #: (--set override on a valid config, what the message must name)
@@ -134,6 +197,19 @@ OVERRIDES = [
     ("seed=18446744073709551616", "seed = 18446744073709551616"),
     (f"experiment={LONG_NAME}", "over isolab's limit of 120"),
     ("eval_ks=[*x]", "YAML"),
+    # issue 52: accepted silently before
+    ("eval_at_rollouts=[]", "eval_at_rollouts = []"),
+    ("eval_at_rollouts=[0]", "eval_at_rollouts = [0]"),
+    ("eval_at_rollouts=[64,32]", "eval_at_rollouts = [64, 32]"),
+    ("lora_rank=1e9", "lora_rank = 1,000,000,000"),
+    ("num_iterations=1e9", "M·num_iterations"),
+    ("max_completion_tokens=1e9", "max_completion_tokens = 1,000,000,000"),
+    ("pool_size=1e9", "pool_size = 1,000,000,000"),
+    ("B_base=1e9", "B_base = 1,000,000,000"),
+    ("lr_base=1e300", "lr_base = 1e+300"),
+    ("temperature=1e300", "temperature = 1e+300"),
+    ("extra.reward_model=5", "extra.reward_model = 5"),
+    ("eval_sets.x=arithmetic:max_digits=100000000", "eval_sets.x"),
 ]
 
 #: (changes to the smoke sweep spec, what the message must name)
@@ -179,6 +255,42 @@ SPECS = [
     ({"name": "a\u2028b"}, "U+2028"),
     ({"name": "a\x7fb"}, "U+007F"),
     ({"name": LONG_NAME}, "name: 'xxx"),
+    # issue 52: accepted silently before
+    ({"seeds": 5}, "seeds: 5: give a list"),
+    ({"seeds": "5"}, "seeds"),
+    ({"base": {"eval_at_rollouts": [0]}}, "base.eval_at_rollouts"),
+    ({"base": {"lora_rank": 10**9}}, "base.lora_rank"),
+    ({"base": {"num_iterations": 10**9}}, "M·num_iterations"),
+    ({"base": {"max_completion_tokens": 10**9}}, "base.max_completion_tokens"),
+    ({"base": {"extra": {"reward_model": 5}}}, "extra.reward_model = 5"),
+    ({"base": {"model": "tiny\0m"}}, "base.model"),
+    ({"axes": {"lr_base": [1e-5, 1e300]}}, "axes.lr_base"),
+    ({"axes": {"temperature": [1.0, 1e300]}}, "axes.temperature"),
+    ({"axes": {"pool_size": [4000, 10**9]}}, "axes.pool_size"),
+    ({"eval_ratio": 1e300}, "eval_ratio: 1e+300: the first of 3 checkpoints"),
+    ({"eval_ratio": 100}, "eval_ratio: 100: the first of 3 checkpoints"),
+    ({"eval_points": 9}, "lower eval_ratio or eval_points"),
+    # resources no run of this machine can have: refused at plan time, naming what fits
+    ({"resources": {"cpus_per_run": 1e9}}, "resources.cpus_per_run: 1e+09 cores per run"),
+    ({"resources": {"cpus_per_run": CORES + 1}}, f"this machine has {CORES} cores"),
+    (
+        {
+            "base": {"processes": WIDE, "n": WIDE, "B_p": 1},
+            "axes": {"n": [WIDE]},
+            "max_batch": None,
+            "budget_rollouts": 4 * WIDE,
+        },
+        f"base.processes: processes = {WIDE} × cpus_per_run = 1",
+    ),
+    (
+        {
+            "base": {"n": WIDE, "B_p": 1},
+            "axes": {"processes": [1, WIDE]},
+            "max_batch": None,
+            "budget_rollouts": 4 * WIDE,
+        },
+        f"axes.processes: processes = {WIDE} × cpus_per_run = 1",
+    ),
 ]
 
 
@@ -228,6 +340,66 @@ def test_bad_sweep_specs(cli, tmp_path, changes, named):
     path.write_text(yaml.safe_dump(spec))
     assert named in invoke("sweep", "plan", str(path))
     assert named in invoke("sweep", "run", str(path), "--tracking-uri", uri)
+
+
+def _jsonl(*rows: str) -> str:
+    return "".join(row + "\n" for row in rows)
+
+
+_Q = '{"id": "p%d", "question": "%d+1", "answer": "%d"}'
+#: Good rows of a card's data (ids p1…p6), then the rows that spoil them.
+GOOD_ROWS = [_Q % (i, i, i + 1) for i in range(1, 7)]
+
+#: (data file name, its text, card keys beyond name/data/prompt/answer, what the message names)
+CARD_DATA = [
+    ("p.jsonl", _jsonl(*GOOD_ROWS, '{"id": "p7", "question": "7+1", "answer": null}'),
+     {"verifier": "exact"}, "data: p.jsonl line 7: answer is null"),
+    ("p.jsonl", _jsonl(*GOOD_ROWS, '{"id": "p7", "question": "7+1", "answer": "  "}'),
+     {"verifier": "exact"}, "data: p.jsonl line 7: answer is empty"),
+    ("p.jsonl", _jsonl(*GOOD_ROWS, '{"id": "p7", "question": "7+1", "answer": [8, 9]}'),
+     {"verifier": "exact"}, "data: p.jsonl line 7: answer = [8, 9]"),
+    ("p.jsonl", _jsonl(*GOOD_ROWS, '{"id": "p7", "question": "7+1", "answer": null}'),
+     {}, "data: p.jsonl line 7: answer is null"),
+    ("p.jsonl", _jsonl(*GOOD_ROWS, '{"id": "p2", "question": "7+1", "answer": "8"}'),
+     {"id": "id"}, "data: p.jsonl line 7: id 'p2' is also line 2's"),
+    ("p.jsonl", _jsonl(*GOOD_ROWS, '{"id": null, "question": "7+1", "answer": "8"}'),
+     {"id": "id"}, "data: p.jsonl line 7: id is null"),
+    ("p.jsonl", _jsonl(*GOOD_ROWS[:3], "", *GOOD_ROWS[3:], '{"id": "p7", "question": "7+1", '
+     '"answer": "8", "answer": "9"}'), {}, "data: p.jsonl line 8: key 'answer' is given twice"),
+    ("p.jsonl", _jsonl(*GOOD_ROWS, '{"id": "p7", "question": "2+1", "answer": "4"}'),
+     {}, "data: p.jsonl line 7: the problem of line 2 again, with answer '4' (line 2: '3')"),
+    ("p.csv", "id,question,answer,answer\n" + "".join(f"p{i},{i}+1,{i + 1},0\n" for i in
+     range(1, 8)), {}, "data: p.csv: column 'answer' is given twice"),
+    ("p.csv", "id,question,answer\n" + "".join(f"p{i},{i}+1,{i + 1}\n" for i in range(1, 7))
+     + "p1,7+1,8\n", {"id": "id"}, "data: p.csv row 7: id 'p1' is also row 1's"),
+    ("p.jsonl", _jsonl(*GOOD_ROWS), {"id": "id", "validation": "v.jsonl"},
+     "validation: v.jsonl line 1: id 'p3' is also data's line 3"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("file", "text", "keys", "named"), CARD_DATA, ids=[c[3] for c in CARD_DATA]
+)
+def test_bad_task_card_data(cli, tmp_path, file, text, keys, named):
+    """Null, empty or duplicate answers and ids in a card's data: refused when the card is
+    read, naming the file, the line (or row) and the field."""
+    invoke, uri = cli
+    (tmp_path / file).write_text(text)
+    (tmp_path / "v.jsonl").write_text(_Q % (3, 30, 31) + "\n")
+    card = {"name": "bad", "data": file, "prompt": "{question}", "answer": "answer", **keys}
+    (tmp_path / "task.yaml").write_text(yaml.safe_dump(card))
+    (tmp_path / "run.yaml").write_text("task: task.yaml\nmodel: smollm2-135m\n")
+    assert named in invoke("train", "run.yaml", "--tracking-uri", uri)
+
+
+@pytest.mark.parametrize("command", ["report", "frontier"])
+@pytest.mark.parametrize("budget", ["inf", "nan", "-1", "0", "-inf"])
+def test_a_budget_must_be_a_positive_finite_compute(cli, command, budget):
+    """`report --budget inf` wrote a page recommending for no compute at all."""
+    invoke, _ = cli
+    snapshot = REPO / "tests" / "fixtures" / "smoke-snapshots" / "nstar" / "main"
+    assert f"--budget {budget}" in invoke(command, str(snapshot), "--budget", budget)
+    assert not Path("runs").exists()  # nothing written
 
 
 @pytest.mark.parametrize(
@@ -538,3 +710,249 @@ def test_ctrl_c_during_a_store_write_waits_for_it(tracking_uri, monkeypatch):
     run = MlflowClient(uri).get_run(logger.run_id)
     assert run.data.params == {"n": "8", "B_p": "4"} and run.info.status == "KILLED"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+# ---- issue 52: inputs that gave exit-1 tracebacks ----------------------------------------------
+def _snapshot(tmp_path: Path) -> Path:
+    from isolab.synthetic import make_isocompute_runs
+    from isolab.tracking.snapshot import export_runs
+
+    return export_runs(make_isocompute_runs(seeds=1, max_runs=3, eval_points=3), tmp_path / "s")
+
+
+def _card(tmp_path: Path, **changes) -> str:
+    """A run config whose task is a copy of examples/word-problems' card, with `changes`."""
+    source = REPO / "examples" / "word-problems"
+    (tmp_path / "problems.jsonl").write_text((source / "problems.jsonl").read_text())
+    card = {**yaml.safe_load((source / "task.yaml").read_text()), **changes}
+    (tmp_path / "task.yaml").write_text(yaml.safe_dump(card))
+    (tmp_path / "run.yaml").write_text(f"task: {tmp_path / 'task.yaml'}\n")
+    return str(tmp_path / "run.yaml")
+
+
+def _nul_config(tmp_path, uri, patch):
+    (tmp_path / "run.yaml").write_bytes(b"n: 8\nB_p: 4\x00\n")
+    return ["train", str(tmp_path / "run.yaml"), "--tracking-uri", uri]
+
+
+def _nul_spec(tmp_path, uri, patch):
+    (tmp_path / "spec.yaml").write_bytes(yaml.safe_dump(SMOKE).encode() + b"# \x00\n")
+    return ["sweep", "run", str(tmp_path / "spec.yaml"), "--tracking-uri", uri]
+
+
+def _truncated(tmp_path, uri, patch):
+    runs = _snapshot(tmp_path) / "runs.parquet"
+    runs.write_bytes(runs.read_bytes()[:100])
+    return ["report", str(runs.parent)]
+
+
+def _silent_server(tmp_path, uri, patch):
+    """A port that takes connections and never answers (a wedged server, a firewall's tarpit)."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    # held until the test ends: monkeypatch's undo drops the last reference, which closes it
+    patch.setattr(_silent_server, "listener", listener, raising=False)
+    return ["frontier", "zz", "--tracking-uri", f"http://127.0.0.1:{listener.getsockname()[1]}"]
+
+
+def _read_only_mount(tmp_path, uri, patch):
+    """As on a read-only mount (root passes chmod): the lock file beside the store is EROFS."""
+    from isolab.tracking import store
+
+    def refused(db, *args, **kwargs):
+        raise OSError(30, "Read-only file system", str(db.parent / f".{db.name}.lock"))
+
+    patch.setattr(store, "store_lock", refused)
+    return ["runs", "import", str(_snapshot(tmp_path)), "--tracking-uri", uri]
+
+
+def _read_only_file(tmp_path, uri, patch):
+    """A store file this process may not write (`os.access`, which a read-only mount fails)."""
+    db = tmp_path / "mlflow.db"
+    MlflowClient(uri).search_experiments()  # the store exists
+    access = os.access
+    patch.setattr(os, "access", lambda p, mode, **kw: Path(p) != db and access(p, mode, **kw))
+    return ["train", str(REPO / "examples" / "tiny-easy.yaml"), "--tracking-uri", uri]
+
+
+def _disk_full(tmp_path, uri, patch):
+    """The disk fills while the second run's files are written: the first run is whole."""
+    from isolab.tracking import importing
+
+    upload, calls = importing.upload_files, []
+
+    def full(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device", str(tmp_path / "artifacts" / "x.png"))
+        return upload(*args, **kwargs)
+
+    patch.setattr(importing, "upload_files", full)
+    return ["runs", "import", str(_snapshot(tmp_path)), "--tracking-uri", uri]
+
+
+def _args(*args):
+    return lambda tmp_path, uri, patch: [
+        str(_snapshot(tmp_path)) if a == "SNAP" else a.replace("URI", uri) for a in args
+    ]
+
+
+#: (what, a setup(tmp_path, uri, monkeypatch) giving the command line, what the message names):
+#: each raised a traceback and exited 1 before (its exception in the comment)
+TRACEBACKS = [
+    ("NUL in a run config", _nul_config, "U+0000 at line 2 is not allowed in YAML"),  # ReaderError
+    ("NUL in a sweep spec", _nul_spec, "U+0000 at line"),  # ReaderError
+    (  # IndexError while formatting the first row
+        "card prompt {question[99]}",
+        lambda t, u, p: ["flops", _card(t, prompt="Q: {question[99]} {question}")],
+        "prompt: '{question[99]}': a template names whole fields",
+    ),
+    (
+        "card prompt {question.x}",  # AttributeError
+        lambda t, u, p: ["flops", _card(t, prompt="{question.x}")],
+        "prompt: '{question.x}'",
+    ),
+    (
+        "card prompt names no field of the rows",
+        lambda t, u, p: ["flops", _card(t, prompt="{nosuch}")],
+        "prompt: row 0 of data has no field 'nosuch'",
+    ),
+    (  # PermissionError: the whole disk walked from /
+        "card hub id /",
+        lambda t, u, p: ["flops", _card(t, data={"hub": {"id": "/"}})],
+        "data: hub: id '/': give a hub id (owner/name)",
+    ),
+    (
+        "card hub id a b",
+        lambda t, u, p: ["flops", _card(t, data={"hub": {"id": "a b/c/d"}})],
+        "is neither a folder of data files next to the card nor a valid hub id",
+    ),
+    ("report of a truncated parquet", _truncated, "runs.parquet: not a readable snapshot"),
+    (  # ValueError, MemoryError in the bootstrap's arrays
+        "report --n-boot 10^12",
+        _args("report", "SNAP", "--n-boot", "1000000000000"),
+        "--n-boot 1,000,000,000,000: use 0 (no intervals) to 100,000",
+    ),
+    (
+        "frontier --n-boot 10^12",
+        _args("frontier", "SNAP", "--n-boot", "1000000000000"),
+        "--n-boot 1,000,000,000,000",
+    ),
+    (  # UnsupportedModelRegistryStoreURIException
+        "--tracking-uri garbage://x",
+        _args("frontier", "zz", "--tracking-uri", "garbage://x"),
+        "--tracking-uri 'garbage://x': isolab does not know the scheme 'garbage'; give sqlite:///",
+    ),
+    (  # MlflowException: the file store is in maintenance mode
+        "--tracking-uri file://",
+        _args("runs", "import", "SNAP", "--tracking-uri", "file:///tmp/mlruns"),
+        "--tracking-uri 'file:///tmp/mlruns': MLflow 3 no longer writes the file store; use a "
+        "SQLite store, e.g. sqlite:////tmp/mlruns/mlflow.db",
+    ),
+    (
+        "--tracking-uri http://[::1",
+        _args("frontier", "zz", "--tracking-uri", "http://[::1"),
+        "not a URI (Invalid IPv6 URL)",
+    ),
+    (  # NotADirectoryError after the whole analysis
+        "frontier --out /dev/null/x",
+        _args("frontier", "SNAP", "--out", "/dev/null/x"),
+        "--out /dev/null/x: /dev/null is not a folder",
+    ),
+    ("report --out /dev/null/x", _args("report", "SNAP", "--out", "/dev/null/x"), "/dev/null is"),
+    (  # FileExistsError
+        "init on an existing file",
+        lambda t, u, p: (t / "afile").touch() or ["init", str(t / "afile")],
+        "afile is a file in the way; move it, or pick another FOLDER",
+    ),
+    (  # NotADirectoryError, half the project laid out
+        "init with a file named runs",
+        lambda t, u, p: (t / "runs").touch() or ["init", str(t), "--force"],
+        "runs is a file in the way",
+    ),
+    (  # PermissionError / OSError making the lock file
+        "a store on a read-only mount",
+        _read_only_mount,
+        "mlflow.db cannot be written (",
+    ),
+    ("a read-only store file", _read_only_file, "mlflow.db is read-only: runs are written there"),
+    (  # OSError(ENOSPC) out of `runs import`, the runs written so far deleted
+        "a full disk during runs import",
+        _disk_full,
+        "stopped partway through its 3 runs: No space left on device",
+    ),
+    (  # over 120 s of MLflow's retries, then MlflowException
+        "an unreachable tracking server",
+        _args("frontier", "zz", "--tracking-uri", "http://127.0.0.1:9"),
+        "--tracking-uri 'http://127.0.0.1:9': no MLflow server answers there (Connection refused)"
+        ": is `mlflow server` running, on that host and port?",
+    ),
+    ("a tracking server that never answers", _silent_server, "(no answer within 3 s)"),
+    (
+        "MLFLOW_TRACKING_URI garbage://x",
+        lambda t, u, p: p.setenv("MLFLOW_TRACKING_URI", "garbage://x") or ["frontier", "zz"],
+        "MLFLOW_TRACKING_URI 'garbage://x': isolab does not know the scheme",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("setup", "named"), [c[1:] for c in TRACEBACKS], ids=[c[0] for c in TRACEBACKS]
+)
+def test_inputs_that_gave_tracebacks(cli, tmp_path, monkeypatch, setup, named):
+    invoke, uri = cli
+    args = setup(tmp_path, uri, monkeypatch)
+    t0 = time.perf_counter()
+    out = invoke(*args)
+    assert named in out and "Traceback" not in out
+    assert time.perf_counter() - t0 < 15  # a server that does not answer: not 2 min of retries
+
+
+def test_names_with_dollar_signs_are_drawn_as_they_are(cli, tmp_path):
+    """`$` in a sweep's name is text in the figures, not matplotlib math (ParseException)."""
+    snap = _snapshot(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    for name in ("runs.parquet", "snapshot.json"):
+        (other / name).write_bytes((snap / name).read_bytes())
+    meta = json.loads((other / "snapshot.json").read_text())
+    (other / "snapshot.json").write_text(json.dumps({**meta, "experiment": "x$^$y"}))
+    res = CliRunner().invoke(app, ["compare", str(snap), str(other), "--out", "c.html"])
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "x$^$y" in (tmp_path / "c.html").read_text()
+
+
+@pytest.mark.parametrize("value", [None, 0])
+def test_a_snapshot_without_eval_sizes_reports(cli, tmp_path, value):
+    """A column of nulls (runs logged without eval_problems) reads as no column: the noise
+    model's defaults, not int(None) (TypeError); 0 is no size either (ZeroDivisionError)."""
+    import polars as pl
+
+    from isolab.synthetic import make_isocompute_runs
+    from isolab.tracking.snapshot import export_runs
+
+    df = make_isocompute_runs(seeds=1, max_runs=6, eval_points=3).with_columns(
+        pl.lit(value, pl.Int64).alias("eval_problems"), pl.lit(4).alias("eval_k_samples")
+    )
+    snap = export_runs(df, tmp_path / "s")
+    res = CliRunner().invoke(app, ["report", str(snap), "--out", "r.html", "--n-boot", "20"])
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+
+
+def test_a_gpu_spec_plans_here_with_a_note_and_its_run_is_refused(cli, tmp_path):
+    """A spec for a GPU machine (more cores per run than this one has) is still worth planning
+    on a laptop: `sweep plan` prints it with a note, `sweep run` refuses it before any run."""
+    invoke, uri = cli
+    spec = {**SMOKE, "resources": {"cpus_per_run": CORES + 1, "gpus_per_run": 1}}
+    path = tmp_path / "gpu.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    res = CliRunner().invoke(app, ["sweep", "plan", str(path)])
+    out = " ".join(res.output.split())
+    assert res.exit_code == 0, out
+    assert f"this machine has {CORES} cores" in out and "`sweep run` here refuses it" in out
+    assert f"this machine has {CORES} cores" in invoke(
+        "sweep", "run", str(path), "--tracking-uri", uri
+    )

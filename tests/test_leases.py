@@ -168,7 +168,7 @@ def test_a_store_fault_midway_leaves_no_run_behind(tmp_path):
     """The third run's artifact cannot be written (its folder is a file: as a full disk, a
     fault of the store itself, not of the snapshot): the two runs written, the one being
     written and the sweep's parent are ended and deleted."""
-    from isolab.tracking.importing import import_runs
+    from isolab.tracking.importing import ImportStopped, import_runs
 
     df = make_isocompute_runs(seeds=1, max_runs=3, eval_points=3)
     last = df["run_key"].unique(maintain_order=True)[-1]
@@ -178,7 +178,7 @@ def test_a_store_fault_midway_leaves_no_run_behind(tmp_path):
     (tmp_path / "artifacts").mkdir()
     (tmp_path / "artifacts" / EXPERIMENT).write_text("not a folder")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"  # a path: its artifacts/ is the fault above
-    with pytest.raises(OSError):
+    with pytest.raises(ImportStopped, match="Not a directory .*deleted; free space"):
         import_runs(snap, tracking_uri=uri)
     _no_runs_left(uri)
     assert not _leases_left(uri, EXPERIMENT)
@@ -277,3 +277,56 @@ def test_two_runners_with_their_own_runs_folders_train_each_point_once(
     assert len(per_key) == 2 and set(per_key.values()) == {1}, per_key
     assert {r.info.status for r in runs} == {"FINISHED"}
     assert not _leases_left(server, "smoke-leases")
+
+
+# ---- sweep parents ----------------------------------------------------------------------------
+PARENT_RACE = """
+from isolab.tracking import sweep_parent
+def main():
+    return sweep_parent("parents", "parents", sys.argv[2])
+"""
+
+
+def test_runners_started_together_on_a_server_share_one_sweep_parent(server, tmp_path):
+    """Four runners of one sweep find or create its parent at the same moment through one
+    server: one parent (each made its own: the SQLite lock does not reach through a server)."""
+    from isolab.tracking import experiment_id
+
+    experiment_id("parents", server)  # the race is on the parent, not the experiment
+    ids = _race(tmp_path, PARENT_RACE.replace("sys.argv[2]", repr(server)), [{}] * 4)
+    client = MlflowClient(server)
+    exp = client.get_experiment_by_name("parents")
+    parents = client.search_runs([exp.experiment_id], "tags.`isolab.kind` = 'sweep'")
+    assert len(parents) == 1 and set(ids) == {parents[0].info.run_id}, ids
+    assert not _leases_left(server, "parents")
+
+
+def test_a_killed_import_leaves_nothing_a_reimport_doubles(tmp_path, tracking_uri, cli):
+    """SIGKILL of `isolab runs import` while a run is half written (RUNNING): the next import
+    deletes it and writes every run once (it left the RUNNING run, and the key got two runs)."""
+    snap = _snapshot(tmp_path / "snap", runs=40)
+    uri = tracking_uri
+    cmd = [sys.executable, "-m", "isolab.cli", "runs", "import", str(snap), "--tracking-uri", uri]
+    log = tmp_path / "import.log"
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 240
+        while not [r for r in find_runs(EXPERIMENT, uri) if r.info.status == "RUNNING"]:
+            assert proc.poll() is None, f"the import ended first: {log.read_text()[-2000:]}"
+            assert time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.02)
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    half = [r for r in find_runs(EXPERIMENT, uri) if r.info.status == "RUNNING"]
+    assert half, "the kill should leave a run half written"
+
+    res = cli("runs", "import", str(snap), "--tracking-uri", uri)
+    assert res.exit_code == 0, res.output
+    runs = find_runs(EXPERIMENT, uri)
+    per_key = Counter(r.data.tags[RUN_KEY_TAG] for r in runs)
+    keys = pl.read_parquet(snap / "runs.parquet")["run_key"].n_unique()
+    assert len(per_key) == keys and set(per_key.values()) == {1}, per_key
+    assert {r.info.status for r in runs} == {"FINISHED"}

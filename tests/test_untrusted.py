@@ -205,3 +205,59 @@ def test_a_snapshot_naming_a_traversal_experiment_imports_nothing(tmp_path, trac
     with pytest.raises(ValueError, match="names become folders"):
         import_runs(snap, tracking_uri=tracking_uri)
     assert not (tmp_path.parent / "outside").exists()
+
+
+@pytest.fixture
+def llama_with_own_code(tmp_path: Path) -> Path:
+    """tiny-m as a folder (with a chat template) that keeps `model_type: llama` but maps
+    AutoModelForCausalLM to a module of its own, which leaves a file when imported: transformers
+    loads the built-in Llama class for it unless told to trust the folder's code."""
+    folder = tmp_path / "llama-own-code"
+    shutil.copytree(presets_dir() / "tiny-m", folder)
+    auto_map = {"AutoModelForCausalLM": "modeling_evil.EvilForCausalLM"}
+    _own_code(folder, tmp_path, auto_map)
+    config = json.loads((folder / "config.json").read_text())
+    # TRL builds its reference model from `architectures`: one transformers lacks sends it to
+    # the auto_map
+    config.update(auto_map=auto_map, architectures=["EvilForCausalLM"])
+    (folder / "config.json").write_text(json.dumps(config))
+    tokenizer = json.loads((folder / "tokenizer_config.json").read_text())
+    tokenizer["chat_template"] = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer))
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        # TRL builds the reference model with these kwargs (beta > 0 under recipe auto)
+        (
+            {"grpo": {"model_init_kwargs": {"trust_remote_code": True}}},
+            "extra.grpo.model_init_kwargs.trust_remote_code",
+        ),
+        ({}, "`trust_remote_code: true`"),  # the built-in class, silently, before
+    ],
+)
+def test_a_llama_folder_with_an_auto_map_runs_nothing_of_its_own_without_the_one_switch(
+    llama_with_own_code, tmp_path, monkeypatch, isolab_cache, tracking_uri, extra, says
+):
+    """One switch, the run config's `trust_remote_code`: a nested flag in `extra` is refused,
+    and a folder whose config.json has an `auto_map` is refused while the switch is off."""
+    cfg = tmp_path / "run.yaml"
+    model = str(llama_with_own_code)
+    RunConfig(model=model, split="all", M=1, n=2, B_p=2, eval_problems=2).to_yaml(cfg)
+    import yaml
+
+    data = yaml.safe_load(cfg.read_text())
+    data["extra"] = extra  # written by hand: RunConfig itself refuses the nested flag
+    cfg.write_text(yaml.safe_dump(data))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ISOLAB_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    res = CliRunner().invoke(app, ["train", str(cfg), "--tracking-uri", tracking_uri])
+    out = " ".join(res.output.split())
+    assert not _ran(tmp_path), res.output
+    assert res.exit_code == 2, res.output
+    assert says in out
+    _no_runs(tracking_uri)

@@ -92,7 +92,7 @@ def test_run_keys_follow_the_cards_content_not_its_path(card_dir: Path):
         ({"data": "missing.jsonl"}, "data", "no file"),
         ({"verifier": "choice"}, "verifier", "rejects problem"),
         ({"verifier": "nope"}, "verifier", "choose one of numeric, math, exact"),
-        ({"verifier": "no_such_module_xyz:check"}, "verifier", "importing no_such_module_xyz"),
+        ({"verifier": "no_such_module_xyz:check"}, "verifier", "no module no_such_module_xyz"),
         ({"verifier": "regex"}, "answer_regex", "needs answer_regex"),
         ({"few_shot": 60}, "data", "no training problems"),
         ({"name": "../up"}, "name", "letters, digits"),
@@ -127,14 +127,14 @@ def test_csv_and_parquet_and_a_validation_file_and_a_verifier_of_your_own(card_d
     )
     card = load_card(path)
     assert (len(card.problems("train")), len(card.problems("test"))) == (40, 20)
-    task = get_task(str(path), "chat")
+    task = get_task(str(path), "chat", run_code=True)  # the run config's trust_remote_code
     assert task.verify("it is 12", "12") and not task.verify("12 it is", "12")
     (card_dir / "check.py").write_text(
         "def same(completion, gold):\n"
         "    if 'boom' in completion:\n        raise KeyError(gold)\n"
         "    return 0.5 if 'half' in completion else completion.strip().endswith(gold)\n"
     )
-    task = get_task(str(path), "chat")
+    task = get_task(str(path), "chat", run_code=True)
     with pytest.raises(RuntimeError, match="raised KeyError.*boom"):
         task.verify("boom", "12")
     with pytest.raises(RuntimeError, match="returned 0.5.*True or False"):
@@ -188,7 +188,8 @@ def test_a_card_is_labelled_by_difficulty_and_a_run_trains_on_its_easy_split(
         card_dir, verifier="parity.py:verify", few_shot=0, system=None, max_completion_tokens=12
     )
     model = str(tiny_chat_model(tmp_path / "my-model"))
-    splits = difficulty.load_or_label(model, str(card), pool_size=60)
+    # the card's own verifier: code from a data folder, run with the one opt-in
+    splits = difficulty.load_or_label(model, str(card), pool_size=60, trust_remote_code=True)
     easy = splits.train("easy") + splits.val("easy")
     hard = {p.id for p in splits.train("hard") + splits.val("hard")}
     assert len(splits.problems) == len(load_card(card).problems("train"))
@@ -196,7 +197,10 @@ def test_a_card_is_labelled_by_difficulty_and_a_run_trains_on_its_easy_split(
     assert all(int(p.answer) % 2 == 0 for p in easy)
     assert {p.id for p in splits.problems if int(p.answer) % 2} <= hard
     assert difficulty.splits_path(model, str(card), 60, 0).exists()  # cached for every run
-    cfg = RunConfig(model=model, task=str(card), split="easy", n=2, B_p=2, M=1, pool_size=60)
+    cfg = RunConfig(
+        model=model, task=str(card), split="easy", n=2, B_p=2, M=1, pool_size=60,
+        trust_remote_code=True,
+    )  # fmt: skip
     *_, train, val = prepare(cfg)
     assert {p.id for p in train} == {p.id for p in splits.train("easy")}
     assert {p.id for p in val} <= {p.id for p in splits.val("easy")}
@@ -240,10 +244,14 @@ def _compiled(body: str):
 
 
 def test_a_reward_that_does_not_import_is_refused_before_any_run():
+    """A missing file at the config's check; a missing function when the run imports it
+    (`get_reward`, before the run exists): checking a config imports none of your code."""
+    from isolab.rl.rewards import get_reward
+
     with pytest.raises(ValueError, match="reward = .*no file"):
         RunConfig(reward="nowhere/my_reward.py:my_reward")
     with pytest.raises(ValueError, match="has no function nothing"):
-        RunConfig(reward=f"{EXAMPLE / 'my_reward.py'}:nothing")
+        get_reward(f"{EXAMPLE / 'my_reward.py'}:nothing", get_task("arithmetic", "raw"))
 
 
 def test_bad_input_exits_2_and_leaves_no_run(cli, card_dir: Path, tmp_path: Path):

@@ -3,7 +3,7 @@
 Exit status: 0 done; 1 a run failed (the message says which); 2 bad input (the message names
 the field and the fix; nothing was started), or an MLflow store another process keeps locked
 (`EXIT_STORE_BUSY`: the message names the holder; the same command may succeed later); 130
-Ctrl-C (runs cut short are KILLED).
+Ctrl-C (runs cut short are KILLED); 143 SIGTERM of `isolab train` (its run KILLED too).
 
 One module per subject, each with a `register(app)`: `models` (models build|list,
 difficulty), `train` (train, flops), `ui`, `demo`, `sweep` (sweep plan|run), `analysis`
@@ -28,14 +28,18 @@ from isolab.logs import configure
 
 
 class _Commands(TyperGroup):
-    """Every command, with one answer to a store another process keeps locked: a sentence
-    naming it and exit `EXIT_STORE_BUSY`, not SQLAlchemy's traceback."""
+    """Every command, with one answer to a store another process keeps locked (a sentence
+    naming it and exit `EXIT_STORE_BUSY`, not SQLAlchemy's traceback), and one to a store it
+    cannot write (`StoreUnwritable`, raised before any run exists: exit 2)."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except Exception as exc:
-            locks = sys.modules.get("isolab.tracking.locks")  # not loaded: not the store's
+            store = sys.modules.get("isolab.tracking.store")  # not loaded: not the store's
+            if store and isinstance(exc, store.StoreUnwritable):
+                fail(str(exc))
+            locks = sys.modules.get("isolab.tracking.locks")
             message = locks.busy_store_message(exc) if locks else None
             if message is None:
                 raise

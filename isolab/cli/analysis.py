@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from isolab.cli.common import TrackingUri, console, fail, load_runs_table, safe
+from isolab.cli.common import TrackingUri, check_out, console, fail, load_runs_table, safe
+from isolab.cli.report import check_budget
 from isolab.vocab import EVAL_AVG, ROLLOUTS
 
 if TYPE_CHECKING:
@@ -142,13 +143,15 @@ def frontier_cmd(
     point allocation beyond 2× the largest compute in the data, or beyond the data when the
     C/2 check is not within noise.
     """
+    from isolab.frontier.fit import MAX_N_BOOT
     from isolab.paths import name_path, runs_dir
     from isolab.study.analyses.frontier import frontier_report
     from isolab.study.pipeline import save_report
     from isolab.tracking.snapshot import is_snapshot, read_snapshot_meta, snapshot_experiment
 
-    if n_boot < 0:
-        fail(f"--n-boot {n_boot}: use 0 (no intervals) or a positive count.")
+    if not 0 <= n_boot <= MAX_N_BOOT:
+        fail(f"--n-boot {n_boot:,}: use 0 (no intervals) to {MAX_N_BOOT:,} (default 200).")
+    check_budget(budget, x)
     flops_band = _parse_band(band)  # before the runs load: a typo in --band fails at once
     df = load_runs_table(target, tracking_uri, ["FINISHED"])
     if x not in df.columns:
@@ -159,11 +162,14 @@ def frontier_cmd(
     snapshot = is_snapshot(target)
     # a snapshot is reported (and --log logs) under the experiment it was exported from; one
     # without that record, under its folder's name
-    experiment = (
-        snapshot_experiment(read_snapshot_meta(target)) or Path(target).name
-        if snapshot
-        else str(target)
-    )
+    try:
+        experiment = (
+            snapshot_experiment(read_snapshot_meta(target)) or Path(target).name
+            if snapshot
+            else str(target)
+        )
+    except ValueError as exc:  # a snapshot.json that is not a JSON object
+        fail(str(exc))
     try:
         # one folder per experiment, even for a name with slashes (nstar/cpu/main →
         # nstar--cpu--main); name_path refuses a name that would reach outside runs/
@@ -172,6 +178,7 @@ def frontier_cmd(
         ).as_posix().replace("/", "--")
     except ValueError as exc:
         fail(str(exc))
+    check_out(out, folder=True)
     console.print(
         f"[bold]{safe(experiment)}[/]: {df['run_key'].n_unique() if 'run_key' in df.columns else '?'} "
         f"runs, {df.height} evaluation points"

@@ -41,19 +41,39 @@ EXIT_STORE_BUSY = 2
 #: Longest message `fail` prints: user text in it is cut short already; this is the last guard.
 MAX_MESSAGE_CHARS = 2000
 
+
+def _checked_uri(ctx: typer.Context, value: str | None) -> str | None:
+    """--tracking-uri (else $MLFLOW_TRACKING_URI) checked before the command does anything: a
+    scheme isolab knows, a server that answers (`isolab.tracking.store.check_uri`)."""
+    import os
+
+    uri = value or os.environ.get("MLFLOW_TRACKING_URI")
+    if not uri or ctx.resilient_parsing:  # the default store; shell completion
+        return value
+    from isolab.tracking.store import TrackingUriError, check_uri
+
+    try:
+        check_uri(uri, "--tracking-uri" if value else "MLFLOW_TRACKING_URI")
+    except TrackingUriError as exc:
+        fail(str(exc))
+    return value
+
+
 TrackingUri = Annotated[
     str | None,
     typer.Option(
         "--tracking-uri",
         help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///runs/mlflow.db).",
+        callback=_checked_uri,
     ),
 ]
 
 
-def exit_interrupted() -> None:
-    """Exit 130 after Ctrl-C, with a watchdog on the way out (`EXIT_GRACE_S`)."""
+def exit_interrupted(code: int = 130) -> None:
+    """Exit 130 after Ctrl-C (143 after SIGTERM), with a watchdog on the way out
+    (`EXIT_GRACE_S`)."""
     faulthandler.dump_traceback_later(EXIT_GRACE_S, exit=True)
-    raise typer.Exit(130)
+    raise typer.Exit(code)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -67,6 +87,25 @@ def safe(text: object, limit: int = 200) -> str:
     """User text (a name, a value, an error) ready for rich markup: cut to `limit` characters
     and escaped, so that `[/x]` in a sweep's name prints as it is."""
     return escape(cut(text, limit))
+
+
+def check_out(path: Path, *, folder: bool, option: str = "--out") -> Path:
+    """`path`, an output `folder` (else a file), checked before any work: exit 2 naming `option`
+    when a file stands where the folder goes (or a folder where the file goes), or when the
+    nearest existing folder above it is a file (`/dev/null/x`) or not writable."""
+    import os
+
+    if path.exists() and path.is_dir() != folder:
+        kind, want = ("a file", "a folder") if folder else ("a folder", "a file")
+        fail(f"{option} {path}: is {kind}; name {want} to write.")
+    above = path if folder else path.parent
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if not above.is_dir():
+        fail(f"{option} {path}: {above} is not a folder, so nothing goes under it; pick another.")
+    if not os.access(above, os.W_OK):
+        fail(f"{option} {path}: the folder {above} is not writable; pick one you can write.")
+    return path
 
 
 def check_artifacts(tracking_uri: str | None, experiment: str) -> None:

@@ -138,9 +138,25 @@ def difficulty(
     seed: Annotated[int, typer.Option(help="Pool and split seed.")] = 0,
     data_dir: Annotated[str | None, typer.Option(help="Local GSM8K/MATH-500 folder.")] = None,
     force: Annotated[bool, typer.Option(help="Relabel even when cached.")] = False,
+    trust_remote_code: Annotated[
+        bool,
+        typer.Option(
+            help="Run the code a task card or the model ships (a card's own verifier, a "
+            "model's auto_map), as the run config's trust_remote_code: true does."
+        ),
+    ] = False,
 ) -> None:
     """Label a problem pool by the base model's avg@k and write easy / hard splits."""
     from isolab import difficulty as diff
+    from isolab.tasks import card as cards
+
+    if cards.is_card(task) and not trust_remote_code:  # refused before any model loads
+        try:
+            refusal = cards.code_refusal(cards.load_card(task))
+        except ValueError as exc:
+            fail(str(exc))
+        if refusal:
+            fail(refusal.replace("in the run config", "(here: --trust-remote-code)"))
 
     bands = diff.Bands(easy=_band(easy, "easy"), hard=_band(hard, "hard"))
     if pool_size < 2 or k < 1:
@@ -150,7 +166,13 @@ def difficulty(
         if bands == diff.Bands() and k == 16 and val_fraction == 0.25:
             with console.status(f"labels of {pool_size} problems (shipped, cached or sampled)…"):
                 splits = diff.load_or_label(
-                    model, task, pool_size=pool_size, seed=seed, data_dir=data_dir, force=force
+                    model,
+                    task,
+                    pool_size=pool_size,
+                    seed=seed,
+                    data_dir=data_dir,
+                    force=force,
+                    trust_remote_code=trust_remote_code,
                 )
         else:
             with console.status(f"sampling {k} completions for each of {pool_size} problems…"):
@@ -163,6 +185,7 @@ def difficulty(
                     val_fraction=val_fraction,
                     seed=seed,
                     data_dir=data_dir,
+                    trust_remote_code=trust_remote_code,
                 )
             splits.save(path)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:

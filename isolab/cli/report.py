@@ -4,12 +4,14 @@ sweeps at equal compute (`isolab.study.pages`), from MLflow experiments or snaps
 from __future__ import annotations
 
 import hashlib
+import math
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from isolab.cli.common import TrackingUri, console, fail, load_runs_table, safe
+from isolab.cli.common import TrackingUri, check_out, console, fail, load_runs_table, safe
 from isolab.vocab import EVAL_AVG, ROLLOUTS
 
 if TYPE_CHECKING:
@@ -69,11 +71,13 @@ def report_cmd(
 
     Example: isolab report runs/nstar/cpu/main --out nstar-main.html
     """
+    from isolab.frontier.fit import MAX_N_BOOT
     from isolab.paths import runs_dir
     from isolab.study.pages import log_page, report_page
 
-    if n_boot < 0:
-        fail(f"--n-boot {n_boot}: use 0 (no intervals) or a positive count.")
+    if not 0 <= n_boot <= MAX_N_BOOT:
+        fail(f"--n-boot {n_boot:,}: use 0 (no intervals) to {MAX_N_BOOT:,} (default 200).")
+    check_budget(budget, x)
     df, experiment, source = _load(target, tracking_uri)
     _check_columns(df, target, metric, x)
     path = _output(out or runs_dir() / "report" / _file_name(_flat(experiment)))
@@ -132,6 +136,16 @@ def compare_cmd(
     console.print(f"{safe(names[0])} vs {safe(names[1])} → {safe(path)} ({page.figures} figures)")
 
 
+def check_budget(budget: float | None, x: str) -> None:
+    """Exit 2 unless `--budget` is a compute one can spend: positive and finite (`inf` read as
+    a number recommended for no compute at all)."""
+    if budget is not None and not (math.isfinite(budget) and budget > 0):
+        fail(
+            f"--budget {budget:g}: give the compute (in units of --x, {x}) to recommend for, a "
+            "positive finite number; or leave it out for the largest in the data."
+        )
+
+
 def _load(target: str, tracking_uri: str | None) -> tuple[pl.DataFrame, str, str]:
     """(runs table of FINISHED runs, experiment name, where it was read); exit 2 on a folder
     that is not a snapshot, an unknown experiment or a store that is not there."""
@@ -146,7 +160,11 @@ def _load(target: str, tracking_uri: str | None) -> tuple[pl.DataFrame, str, str
         )
     df = load_runs_table(target, tracking_uri, ["FINISHED"])
     if is_snapshot(target):
-        experiment = snapshot_experiment(read_snapshot_meta(target)) or Path(target).name
+        try:
+            meta = read_snapshot_meta(target)
+        except ValueError as exc:
+            fail(str(exc))
+        experiment = snapshot_experiment(meta) or Path(target).name
         return df, experiment, f"snapshot {shown(Path(target))}"
     from isolab.tracking.store import resolve_uri, sqlite_path
 
@@ -195,16 +213,28 @@ def _file_name(stem: str) -> str:
 
 
 def _output(path: Path) -> Path:
-    """`path`, checked before any work: a folder there is exit 2."""
+    """`path`, checked before any work: a folder there is exit 2, and so is a symbolic link
+    there or on the way from runs/ (a write through it lands wherever it leads)."""
+    from isolab.paths import first_link, runs_dir
+
     if path.is_dir():
         fail(f"--out {path}: is a folder; name an HTML file, e.g. {path / 'report.html'}.")
-    return path
+    link = first_link(path, runs_dir())
+    if link is not None:
+        fail(
+            f"--out {path}: {link} is a symbolic link (to {os.readlink(link)}): a report is "
+            "never written through one. Remove the link, or pick another file."
+        )
+    return check_out(path, folder=False)  # and a folder to write it in (not /dev/null/x)
 
 
 def _write(path: Path, text: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        # O_NOFOLLOW: a link made since `_output` checked is refused (ELOOP), not written through
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
     except OSError as exc:
         fail(f"--out {path}: cannot write the page ({exc.strerror}); pick another file.")
 

@@ -42,9 +42,9 @@ def export_cmd(
     statuses = None if all_statuses else ["FINISHED"]
     df = load_runs_table(experiment, tracking_uri, statuses)
     history = load_history(experiment, tracking_uri=tracking_uri, statuses=statuses)
-    try:
-        path = export_runs(df, dest, experiment=experiment, history=history)
-    except ValueError as exc:  # a destination that is a symbolic link
+    try:  # nothing written through a link: a folder under runs/ on the way is checked too
+        path = export_runs(df, dest, experiment=experiment, history=history, root=runs_dir())
+    except ValueError as exc:  # a destination, or a folder on the way, that is a symbolic link
         fail(str(exc))
     runs = df["run_key"].n_unique() if "run_key" in df.columns else df["run_id"].n_unique()
     console.print(f"exported {runs} runs, {df.height} evaluation points → {safe(path)}/")

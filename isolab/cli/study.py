@@ -118,21 +118,34 @@ def init_cmd(
     source = bundle_dir()
     if not (source / "notebooks").is_dir():
         fail(f"no notebooks at {source}: reinstall isolab (`pip install isolab`).")
+    files = [
+        path
+        for name in ("notebooks", "studies")
+        for path in sorted((source / name).rglob("*"))
+        if path.is_file() and path.suffix in (".ipynb", ".py", ".yaml")
+    ]
+    snapshots = [p.parent for p in sorted((source / "runs").glob("*/*/*/runs.parquet"))]
+    blocker = _in_the_way(
+        [folder / p.relative_to(source) for p in files],
+        [folder / "runs" / "cache", *(folder / p.relative_to(source) for p in snapshots)],
+    )
+    if blocker is not None:  # checked before anything is copied: no half laid-out project
+        what = "a folder where init writes a file" if blocker.is_dir() else "a file in the way"
+        fail(
+            f"init: {blocker} is {what}; move it, or pick another FOLDER (--force overwrites "
+            "the notebooks and specs init wrote, never this)."
+        )
     folder.mkdir(parents=True, exist_ok=True)
     copied = kept = 0
-    for name in ("notebooks", "studies"):
-        for path in sorted((source / name).rglob("*")):
-            dest = folder / path.relative_to(source)
-            if not path.is_file() or path.suffix not in (".ipynb", ".py", ".yaml"):
-                continue
-            if dest.exists() and not force:
-                kept += 1
-                continue
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, dest)
-            copied += 1
-    for path in sorted((source / "runs").glob("*/*/*/runs.parquet")):
-        snap = path.parent
+    for path in files:
+        dest = folder / path.relative_to(source)
+        if dest.exists() and not force:
+            kept += 1
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, dest)
+        copied += 1
+    for snap in snapshots:
         dest = folder / "runs" / snap.relative_to(source / "runs")
         if not dest.exists():  # the data only: figures and tables are remade from it
             shutil.copytree(snap, dest, ignore=shutil.ignore_patterns("*.png", "*.csv"))
@@ -144,6 +157,21 @@ def init_cmd(
         + ".\nNext: `isolab study list`, `isolab study run nstar --scale cpu` (re-plots the "
         "shipped snapshot), or `jupyter lab notebooks/`."
     )
+
+
+def _in_the_way(files: list[Path], folders: list[Path]) -> Path | None:
+    """What stops `init` laying out `files` and `folders`: a folder where one of the files goes,
+    or a file where a folder goes or above one (FOLDER itself, `notebooks`, `runs`)."""
+    for dest in files:
+        if dest.is_dir():
+            return dest
+    for dest in [*(f.parent for f in files), *folders]:
+        for above in (dest, *dest.parents):
+            if above.exists():
+                if not above.is_dir():
+                    return above
+                break  # a folder: everything above it is one too
+    return None
 
 
 def register(app: typer.Typer) -> None:

@@ -105,7 +105,17 @@ def plan_cmd(
     Touches no store and starts no run. Wall times assume tiny-model speeds unless the spec
     gives `timing:` or `--probe` measures the base model here.
     """
+    from isolab.sweep import SpecError
+    from isolab.sweep.plan import check_machine
+
     plan = load_plan(spec, probe=probe)
+    try:
+        check_machine(plan.spec)  # `sweep run` checks it with its backend (`check_run`)
+    except SpecError as exc:
+        if not plan.spec.resources.gpus_per_run:
+            fail(f"{spec}: {exc}")
+        # a GPU spec is made for another machine: its plan is worth reading here, its run is not
+        err.print(f"[yellow]note:[/] {safe(exc, 400)} (`sweep run` here refuses it)")
     s = plan.spec
     same, table = _plan_table(plan)
     console.print(f"[bold]sweep {safe(s.name)}[/]: {len(plan.points)} runs ({s.mode})")
@@ -319,8 +329,8 @@ def adaptive_cmd(
     plan = load_plan(spec)
     try:
         rule = StoppingRule(z=z, grace=grace, eta=eta)
-    except ValueError as exc:
-        fail(f"{spec}: {exc}")
+    except ValueError as exc:  # its message opens with the field: "eta = inf: …"
+        fail(f"{spec}: option --{exc}")
     uri = resolve_uri(tracking_uri)
     check_artifacts(uri, plan.spec.name)
     console.print(
@@ -343,10 +353,8 @@ def adaptive_cmd(
     except RuntimeError as exc:
         fail(f"{spec}: {exc}", code=1)
     except KeyboardInterrupt:
-        err.print(
-            f"[yellow]interrupted[/]: run again to resume:\n  isolab sweep adaptive {spec} "
-            f"--workers {workers}"
-        )
+        resume = _adaptive_command(spec, workers, rule, tracking_uri)
+        err.print(f"[yellow]interrupted[/]: run again to resume:\n  {safe(resume, 1000)}")
         exit_interrupted()
     for r in report.settings:
         where = ", ".join(f"{k}={v}" for k, v in r.setting.items()) or "all"
@@ -365,6 +373,15 @@ def adaptive_cmd(
         f"[green]done[/] in {_duration(report.wall_s)}: {report.spent / report.grid:.0%} of the "
         "full grid's compute"
     )
+
+
+def _adaptive_command(spec: Path, workers: int, rule, tracking_uri: str | None) -> str:
+    """The command that resumes an adaptive sweep: every option given, so that the resumed
+    sweep judges its rungs by the same rule."""
+    # str(float): the shortest text that reads back as the same number
+    command = f"isolab sweep adaptive {spec} --workers {workers} --z {rule.z} --grace {rule.grace}"
+    command += f" --eta {rule.eta}" if rule.eta is not None else ""
+    return command + (f" --tracking-uri {tracking_uri}" if tracking_uri else "")
 
 
 def _raise_interrupt(signum, frame) -> None:

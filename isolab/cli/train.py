@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -29,16 +30,42 @@ def train(
     set_: Overrides = None,
 ) -> None:
     """Run one GRPO training run from a YAML config and log it to MLflow."""
+    from isolab.tracking.interrupts import Terminated, terminate_as_interrupt
+
     cfg = load_config(config, set_ or [])
     check_artifacts(tracking_uri, cfg.experiment)
+    started_ms = int(time.time() * 1000)
     try:
-        result = train_with_progress(cfg, tracking_uri)
+        with terminate_as_interrupt():  # SIGTERM ends the run KILLED, as Ctrl-C does
+            result = train_with_progress(cfg, tracking_uri)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
-        fail(str(exc))
-    except KeyboardInterrupt:  # the run is ended KILLED by then
-        err.print("[yellow]interrupted[/]: the run is marked KILLED.")
-        exit_interrupted()
+        fail(str(exc), _failure_code(exc, cfg, tracking_uri, started_ms))
+    except KeyboardInterrupt as exc:  # the run is ended KILLED by then
+        how = "stopped (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        err.print(f"[yellow]{how}[/]: the run is marked KILLED.")
+        exit_interrupted(143 if isinstance(exc, Terminated) else 130)
     print_results([(cfg, result)])
+
+
+def _failure_code(exc: Exception, cfg, tracking_uri: str | None, started_ms: int) -> int:
+    """1 where the run failed: this command's run FAILED (a reward that raised or returned NaN,
+    a killed rank), or user code called `sys.exit` (a verifier checking the golds, before the
+    run exists: a failure, not a refusal); 2 where bad input was refused before the run existed
+    (the command line's exit codes, docs/tracking.md)."""
+    from isolab.tracking import find_runs
+
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, SystemExit):
+            return 1
+        cause = cause.__cause__
+    try:
+        runs = find_runs(cfg.experiment, tracking_uri, run_key=cfg.run_key)
+    except Exception:  # noqa: BLE001 - a store that cannot be read holds no run of ours
+        return 2
+    # a second's slack: MLflow's start time and this clock may round differently
+    mine = [r for r in runs if (r.info.start_time or 0) >= started_ms - 1000]
+    return 1 if any(r.info.status == "FAILED" for r in mine) else 2
 
 
 def train_with_progress(cfg, tracking_uri):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -13,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from isolab.cli.common import TrackingUri, console, safe
+from isolab.cli.common import TrackingUri, console, fail, safe
 
 #: The UI's start page for isolab's experiments: the list, in MLflow 3's model-training mode
 #: (its home page is a GenAI welcome page, and its experiment pages open on GenAI traces).
@@ -24,16 +25,29 @@ POLL_S, ASK_TIMEOUT_S = 0.5, 2.0
 
 def ui(
     tracking_uri: TrackingUri = None,
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 5000,
+    port: Annotated[
+        int, typer.Option(min=1024, max=65535, help="Port on 127.0.0.1 (1024–65535).")
+    ] = 5000,
     workers: Annotated[
         int,
         typer.Option(min=1, help="Server processes (MLflow's default is 4; one serves a browser)."),
     ] = 1,
 ) -> None:
     """Start the MLflow UI on 127.0.0.1 for the isolab store; say "ready" with the links to
-    open once it answers."""
+    open once it answers.
+
+    What a local process can change through it: MLflow has no read-only mode, so any process
+    on this machine that reaches the port can create, rename and delete experiments and runs,
+    and log or tag them, through MLflow's REST API. It cannot write or delete artifact files:
+    the artifact proxy is off (`--no-serve-artifacts`), and the UI reads a run's artifacts
+    from the store's own artifact root."""
     from isolab.tracking import artifact_root, resolve_uri
 
+    if _port_taken(port):  # another process there would answer /health for us
+        fail(
+            f"--port {port}: 127.0.0.1:{port} is taken by another process; give a free port, "
+            f"e.g. --port {_free_port()}."
+        )
     uri = resolve_uri(tracking_uri)
     # `sys.executable -m mlflow`: the mlflow installed beside isolab, not whichever is first on PATH
     cmd = [
@@ -49,6 +63,10 @@ def ui(
         str(port),
         "--workers",
         str(workers),
+        # MLflow's artifact proxy takes PUT and DELETE of any file under ./mlartifacts of the
+        # folder the UI starts in, from any local process; the UI needs none of it to show a
+        # local store's artifacts (the server reads them from the store's artifact root)
+        "--no-serve-artifacts",
     ]
     root = artifact_root(uri)
     if root:  # a local store keeps its artifacts beside it; the UI must look there too
@@ -83,6 +101,25 @@ def _experiment_links(uri: str, base: str, count: int = 10) -> list[tuple[str, s
             key = ensure_view(c, exp.experiment_id)
         links.append((exp.name, runs_url(base, exp.experiment_id, key)))
     return links
+
+
+def _port_taken(port: int) -> bool:
+    """Whether another process listens on 127.0.0.1:`port` (a bind fails). SO_REUSEADDR: a
+    port a stopped server left in TIME_WAIT is free to a new one, as it is to uvicorn."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def _free_port() -> int:
+    """A port on 127.0.0.1 that no process listens on now (the system picks it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def _answers(base: str) -> bool:

@@ -23,6 +23,9 @@ logger = logging.getLogger(__name__)
 
 #: The law's parameters in the column order of parameter rows (`predict_params`, `boot`).
 PARAMS = ("R0", "A", "C_mid", "B")
+#: Most bootstrap replicates a fit takes: intervals settle by a few thousand, and the
+#: (n_boot × points) resample arrays of 10¹² replicates ran out of memory.
+MAX_N_BOOT = 100_000
 
 
 @dataclass(frozen=True)

@@ -117,8 +117,10 @@ def budget_noise(df: pl.DataFrame, evidence: pl.DataFrame, y: str) -> Noise:
             f"{dof} df)",
         )
     cols = ("eval_problems", "eval_k_samples")
-    if all(c in df.columns and df[c].drop_nulls().len() for c in cols) and evidence.height:
-        P, K = (int(as_float(df[c].min())) for c in cols)
+    counts = [df[c].cast(pl.Float64, strict=False) for c in cols if c in df.columns]
+    counts = [s.filter(s >= 1) for s in counts]  # 0 in a snapshot divided by zero below
+    if len(counts) == len(cols) and all(s.len() for s in counts) and evidence.height:
+        P, K = (int(as_float(s.min())) for s in counts)
         R = float(evidence[f"{y}_at_budget"][0])
         sd = math.sqrt(max(R * (1 - R), 0.0) / (P * K))
         return Noise(

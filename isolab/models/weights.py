@@ -288,9 +288,48 @@ def refuse_remote_code(err: ValueError, message: str) -> None:
         raise ValueError(message) from None
 
 
+#: The files of a model folder whose `auto_map` names modules of the folder's own.
+CODE_MAPS = ("config.json", "tokenizer_config.json")
+
+
+def ships_code(path: str | Path) -> bool:
+    """Whether model `path` (a local folder, or a hub id in the local Hugging Face cache) names
+    Python modules of its own: an `auto_map` in its config.json or tokenizer_config.json.
+
+    transformers imports them only with trust_remote_code, but for a `model_type` it knows it
+    loads its built-in class instead, silently; TRL's reference model, built from the folder
+    again, may then take the `auto_map`. isolab refuses such a model unless trusted."""
+    from huggingface_hub import try_to_load_from_cache
+
+    for file in CODE_MAPS:
+        found: Any = Path(path) / file
+        if not Path(path).is_dir():
+            try:
+                found = try_to_load_from_cache(str(path), file)
+            except ValueError:  # not a hub id either: transformers says what it is
+                return False
+        if not isinstance(found, str | Path) or not Path(found).is_file():
+            continue
+        try:
+            data = json.loads(Path(found).read_text())
+        except (OSError, ValueError):  # unreadable: transformers' own error says so
+            continue
+        if isinstance(data, dict) and data.get("auto_map"):
+            return True
+    return False
+
+
+def refuse_unless_trusted(path: str | Path, message: str, trust_remote_code: bool) -> None:
+    """ValueError `message` for a model that ships code of its own (`ships_code`) while
+    `trust_remote_code` is off, before transformers reads any of it."""
+    if not trust_remote_code and ships_code(path):
+        raise ValueError(message)
+
+
 def load(name: str, dtype: torch.dtype | None = None, trust_remote_code: bool = False):
     """(model, tokenizer) for a preset (built on first use), a local folder or a hub id. A model
-    that ships its own code loads only with `trust_remote_code` (`RunConfig.trust_remote_code`)."""
+    that ships its own code (`ships_code`) loads only with `trust_remote_code`
+    (`RunConfig.trust_remote_code`)."""
     from isolab.logs import without_sklearn
 
     without_sklearn()
@@ -298,6 +337,7 @@ def load(name: str, dtype: torch.dtype | None = None, trust_remote_code: bool = 
 
     check_source(name)
     path = build(name) if name in TINY_PRESETS or name in REAL_PRESETS else name
+    refuse_unless_trusted(path, REMOTE_CODE.format(what="model", name=name), trust_remote_code)
     kwargs: dict[str, Any] = {"attn_implementation": "eager"} if name in TINY_PRESETS else {}
     if dtype is not None:
         kwargs["dtype"] = dtype

@@ -12,7 +12,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.cm import ScalarMappable
 
-from isolab.vocab import FLOPS_HW_TOTAL, FLOPS_TOTAL, RHO, ROLLOUTS, TOKENS
+from isolab.vocab import FLOPS_HW_TOTAL, FLOPS_TOTAL, LR_SUM, RHO, ROLLOUTS, TOKENS
 
 CMAP = "viridis"
 AXIS_LABELS = {
@@ -22,6 +22,7 @@ AXIS_LABELS = {
     FLOPS_HW_TOTAL: "compute (hardware FLOPs, total)",
     "step": "M (optimizer steps)",
     RHO: "ρ = C_learning / C_total",
+    LR_SUM: "Σlr (learning rate summed over the optimizer steps)",
 }
 
 
@@ -36,6 +37,12 @@ def label(column: str) -> str:
         name, metric = column.removeprefix("eval-").split("/", 1)
         return f"{metric} on {name} ({unit})"
     return column
+
+
+def literal(text: str) -> str:
+    """User text (a sweep's name) drawn as it is: matplotlib reads `$…$` as math, and raised
+    ParseException at save time on a name such as `x$^$y`."""
+    return str(text).replace("$", r"\$")
 
 
 def n_norm(ns: Any) -> mcolors.Normalize:

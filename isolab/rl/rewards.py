@@ -30,11 +30,12 @@ from typing import Any, Protocol, cast
 
 from isolab import models
 from isolab.config import is_user_reward, reward_parts
+from isolab.deadline import CallTimeout, call_with_deadline
 from isolab.models import reward as reward_models
 from isolab.models.reward import DEFAULT_REWARD_MODELS, proxy_config, reward_model_name
 from isolab.tasks import Task
-from isolab.tasks.card import load_function
 from isolab.tasks.grading import extract_boxed, extract_gsm8k_answer, normalize_number
+from isolab.tasks.usercode import REWARD, load_function
 from isolab.vocab import REWARDS
 
 #: `structured` = FORMAT_WEIGHT · format + (1 − FORMAT_WEIGHT) · correct: a well-formed wrong
@@ -340,13 +341,17 @@ def user_reward(spec: str) -> Callable[..., list[float]]:
     completions', or a value that is not a finite number stops the run with a
     `RewardFunctionError` naming the problem (its prompt and gold answer) and the completion.
     TRL's own None ("not applicable") is not accepted: isolab needs a reward per rollout."""
-    func = load_function(spec, Path.cwd(), "reward")
+    func = load_function(spec, Path.cwd(), "reward", REWARD)
 
     def checked(prompts, completions, answer=None, **kwargs) -> list[float]:
         where = f"reward {spec}"
         try:
-            out = func(prompts=prompts, completions=completions, answer=answer, **kwargs)
-        except Exception as exc:
+            out = call_with_deadline(
+                where, func, prompts=prompts, completions=completions, answer=answer, **kwargs
+            )
+        except CallTimeout as exc:
+            raise RewardFunctionError(str(exc)) from exc
+        except (Exception, SystemExit) as exc:  # sys.exit() in it must fail the run, not end it
             raise RewardFunctionError(
                 f"{where} raised {type(exc).__name__}: {exc} on a batch of {len(completions)} "
                 f"completions; the first: problem {_shown(prompts[0])!r} (answer "

@@ -135,7 +135,7 @@ def prepare(cfg: RunConfig):
     a model with a chat template. Both are refused here, before the run exists."""
     model_name = cfg.model
     trust = cfg.trust_remote_code
-    task = difficulty.task_for(model_name, cfg.task)
+    task = difficulty.task_for(model_name, cfg.task, run_code=trust)
     if cfg.split == "all":
         train_problems, val_problems = difficulty.unlabelled(
             cfg.task, cfg.pool_size, cfg.eval_problems, data_dir=cfg.data_dir
@@ -208,7 +208,9 @@ def train(
     eval_sets = {  # before the run exists: a set that cannot load leaves no run
         name: (task, train_problems[: cfg.eval_problems])
         if spec == TRAIN_SAMPLE
-        else eval_set_problems(spec, task.style, cfg.eval_problems, cfg.data_dir)
+        else eval_set_problems(
+            spec, task.style, cfg.eval_problems, cfg.data_dir, run_code=cfg.trust_remote_code
+        )
         for name, spec in cfg.eval_sets.items()
     }
     max_new = cfg.max_completion_tokens

@@ -71,12 +71,17 @@ class StoppingRule:
     eta: float | None = None
 
     def __post_init__(self) -> None:
-        if not self.z > 0:
-            raise ValueError(f"z = {self.z}: the stopping threshold must be above 0 (e.g. 2.5).")
+        # finite bounds too: z = inf never stops an arm, eta = inf stops every arm but the best
+        if not 0 < self.z < math.inf:
+            raise ValueError(
+                f"z = {self.z}: the stopping threshold must be a finite number above 0 (e.g. 2.5)."
+            )
         if self.grace < 0:
             raise ValueError(f"grace = {self.grace}: the rungs without stops must be ≥ 0.")
-        if self.eta is not None and not self.eta > 1:
-            raise ValueError(f"eta = {self.eta}: ASHA's reduction factor must be above 1 (3).")
+        if self.eta is not None and not 1 < self.eta < math.inf:
+            raise ValueError(
+                f"eta = {self.eta}: ASHA's reduction factor must be a finite number above 1 (3)."
+            )
 
     @property
     def text(self) -> str:

@@ -14,14 +14,18 @@ another.
 In MLflow every run is a child of the sweep's parent run, as in `run_sweep`. A paused run is
 SCHEDULED; a stopped run is KILLED with the tags `isolab.adaptive.stopped_at` (the rung, in
 rollouts) and `isolab.adaptive.reason` (`judge_rung`'s reason); a run that reached its budget is
-FINISHED. The parent gets `isolab.adaptive.rule` and `isolab.adaptive.compute_fraction`.
+FINISHED. The parent gets `isolab.adaptive.rule` and `isolab.adaptive.compute_fraction`; it is
+RUNNING while the sweep runs (`parents.hold_parent`), KILLED when Ctrl-C or a failure cuts it
+short (or when a later command finds its runner killed), FINISHED when every run is done.
 
 Resuming: the sweep holds the lease on all its runs (`isolab.tracking.leases`) while it runs,
 so a second runner on the same spec and store, adaptive or not, leaves them alone. Run again
 after a crash or Ctrl-C, it reads the store: FINISHED and stopped runs are done, and their
-evaluations are given to the scheduler (`preload`), which judges their rungs again to the same
-decisions; a run with a checkpoint copy carries on from it in its MLflow run (evaluations it
-logged after that checkpoint are logged again, at the same steps); any other run starts over.
+evaluations are given to the scheduler (`preload`), which judges their rungs again; the stops
+the store records stand whatever that judgement says, and a run tagged stopped is never
+resumed or trained again. A run with a checkpoint copy carries on from it in its MLflow run
+(evaluations it logged after that checkpoint are logged again, at the same steps), once the
+rung of its checkpoint is judged; any other run starts over.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,19 +51,19 @@ from isolab.rl.trainer import STATE_FILE, check_checkpointable
 from isolab.sweep.adaptive import RungDecision, StoppingRule, arm_label, judge_rung
 from isolab.sweep.adaptive_tune import EVAL_SIZE, AdaptiveScheduler, Stop
 from isolab.sweep.plan import GridPoint, SweepPlan
+from isolab.sweep.resume import adaptive_storage
 from isolab.table import RUN_KEY
+from isolab.tracking.tags import SCHEDULED, STOPPED_AT_TAG
+from isolab.tracking.tags import STOP_REASON_TAG as REASON_TAG
 from isolab.vocab import DEFAULT_X, FINISHED, KILLED, ROLLOUTS
 
 log = logging.getLogger(__name__)
 
-STOPPED_AT_TAG = "isolab.adaptive.stopped_at"
-REASON_TAG = "isolab.adaptive.reason"
 RULE_TAG = "isolab.adaptive.rule"
 FRACTION_TAG = "isolab.adaptive.compute_fraction"
 #: In a trial's last report: its run has ended (FINISHED), so the scheduler never pauses it.
 DONE_KEY = "isolab/run_ended"
 THREAD_TIMEOUT_ENV = "TUNE_FUNCTION_THREAD_TIMEOUT_S"
-SCHEDULED = "SCHEDULED"  # MLflow's status of a run waiting to carry on
 
 
 @dataclass(frozen=True)
@@ -200,14 +204,26 @@ class _Marks:
                 self.client.set_terminated(run_id, status=KILLED)
 
     def stopped(self, arm: str, stop: Stop) -> None:
+        """The arm's runs end KILLED, tagged with the rung and the reason. The tags come first,
+        in one write, and the checkpoint goes last: whatever order an interruption cuts this
+        in, the store says the run stopped, or the run can be judged again from its checkpoint;
+        never a run with neither, which a resume would train from scratch."""
+        from mlflow.entities import RunTag
+
+        from isolab.tracking.interrupts import interrupts_deferred
+
         for run_key in self.arm_runs[arm]:
             run_id = self.run_id(run_key)
+            run = self.client.get_run(run_id) if run_id is not None else None
+            status = run.info.status if run is not None else FINISHED
+            # written once: a resume that finds the stop recorded leaves the run as it is
+            recorded = status == KILLED and run is not None and STOPPED_AT_TAG in run.data.tags
+            if run_id is not None and status != FINISHED and not recorded:
+                tags = [RunTag(STOPPED_AT_TAG, f"{stop.C:.0f}"), RunTag(REASON_TAG, stop.reason)]
+                with interrupts_deferred():
+                    self.client.log_batch(run_id, tags=tags)
+                    self.client.set_terminated(run_id, status=KILLED)
             shutil.rmtree(self.checkpoints / run_key, ignore_errors=True)
-            if run_id is None or self.client.get_run(run_id).info.status == FINISHED:
-                continue
-            self.client.set_tag(run_id, STOPPED_AT_TAG, f"{stop.C:.0f}")
-            self.client.set_tag(run_id, REASON_TAG, stop.reason)
-            self.client.set_terminated(run_id, status=KILLED)
 
 
 class LiveScheduler(AdaptiveScheduler):
@@ -217,22 +233,48 @@ class LiveScheduler(AdaptiveScheduler):
     def __init__(self, *args, marks: _Marks, on_rung: Callable | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.marks, self.on_rung = marks, on_rung
+        #: The stops the store records (`preload`): they stand, whatever a rung judged again
+        #: on the evaluations read back decides.
+        self.recorded: dict[str, Stop] = {}
+        self._finished: set[str] = set()  # runs FINISHED in the store: never stopped
 
     def __getstate__(self) -> dict:
         # Tune pickles its config for a restore; the store client and the caller's hook hold
         # locks, and a resumed sweep rebuilds its scheduler from the store (`preload`)
         return {k: v for k, v in self.__dict__.items() if k not in ("marks", "on_rung")}
 
-    def preload(self, rows: pl.DataFrame, ended: set[str]) -> None:
-        """Evaluations of runs done before this session (FINISHED, stopped: `ended`; or to be
-        resumed from a checkpoint: their rows up to it): the rungs are judged on them as if the
-        runs had reported them now."""
+    def preload(
+        self,
+        rows: pl.DataFrame,
+        ended: set[str],
+        stopped: dict[str, Stop] | None = None,
+        finished: Collection[str] = (),
+    ) -> None:
+        """Evaluations of runs done before this session (FINISHED: `finished`; stopped: the
+        rest of `ended`; or to be resumed from a checkpoint: their rows up to it): the rungs are
+        judged on them as if the runs had reported them now. `stopped` (run key → its stop, from
+        its run's tags) are the decisions an earlier session made: they stand."""
         for row in rows.iter_rows(named=True):
             key = row[RUN_KEY]
             self._last[key] = max(self._last[key], float(row[self.x]))
             if float(row[self.x]) in self.rungs:
                 self._rows.append({**self._points[key], self.x: row[self.x], self.y: row[self.y]})
         self._ended |= ended
+        self._finished |= set(finished)
+        for key, stop in (stopped or {}).items():
+            self.recorded[self._arm[key]] = stop
+
+    def _keep_records(self, C: float) -> None:
+        """After rung C is judged again on a resume: the arms the store records as stopped at C
+        are stopped, and an arm whose run the store holds FINISHED is not (an earlier session
+        judged this rung otherwise; what it did stands)."""
+        for arm, stop in self.recorded.items():
+            if stop.C <= C:
+                self.stops[arm] = stop
+        for key in self._finished:
+            arm = self._arm[key]
+            if arm not in self.recorded:
+                self.stops.pop(arm, None)
 
     def open_runs(self, keys: Sequence[str]) -> list[str]:
         """Of `keys`, the runs neither ended nor stopped."""
@@ -259,11 +301,27 @@ class LiveScheduler(AdaptiveScheduler):
             self.marks.paused(self._key(trial))
         return decision
 
+    def choose_trial_to_run(self, tune_controller):
+        """As `AdaptiveScheduler`'s, but a run resumed from a checkpoint at a rung not yet
+        judged does not start until that rung is: started, it would train on past the rung
+        before its report, and a stop of its arm would come too late (issue 52: the run ended
+        FINISHED at the budget, tagged stopped)."""
+        from ray.tune.experiment import Trial
+
+        for trial in tune_controller.get_trials():
+            if trial.status == Trial.PENDING and not self._waiting(self._key(trial)):
+                return trial
+        for trial in tune_controller.get_trials():
+            if trial.status == Trial.PAUSED and not self._waiting(self._key(trial)):
+                return trial
+        return None
+
     def _judge(self, i: int) -> None:
         if i == len(self.rungs) - 1:  # the budget: every live run has ended, nothing to stop
             return
         before = set(self.stops)
         super()._judge(i)
+        self._keep_records(self.rungs[i])
         for arm in set(self.stops) - before:
             self.marks.stopped(arm, self.stops[arm])
         if self.on_rung is not None and self.decisions:
@@ -290,6 +348,9 @@ def live_trainable(
         cfg = RunConfig.from_dict(configs[key])
         keep = checkpoints / key
         resume = keep if (keep / STATE_FILE).exists() else None
+        if resume is not None and _stopped_run(resume, uri):  # its arm's stop stands: the
+            shutil.rmtree(keep, ignore_errors=True)  # trial ends without training
+            return
 
         def at_eval(step: int, path: Path, metrics: dict) -> None:
             fresh = keep.with_name(key + ".new")
@@ -315,29 +376,70 @@ def live_trainable(
     return trainable
 
 
+@dataclass
+class _Stored:
+    """What the store holds of a setting's runs (`_store_state`)."""
+
+    rows: pl.DataFrame  # evaluations to preload
+    ended: set[str]  # runs FINISHED or stopped
+    finished: set[str]  # of those, the runs FINISHED and not stopped
+    stops: dict[str, Stop]  # stopped runs → their stop, as their tags record it
+    todo: list[GridPoint]  # runs still to train (some from a checkpoint)
+
+
+def _recorded_stop(run) -> Stop | None:
+    """The stop a run's tags record (an earlier session's decision), or None."""
+    tags = run.data.tags
+    if STOPPED_AT_TAG not in tags:
+        return None
+    return Stop(float(tags[STOPPED_AT_TAG]), tags.get(REASON_TAG, ""))
+
+
+def _stopped_run(checkpoint: Path, uri: str) -> bool:
+    """Whether the MLflow run a checkpoint belongs to is tagged stopped (a run of a stopped
+    arm is never trained again, even where a decision and a resume crossed)."""
+    from isolab.rl.trainer import read_state
+    from isolab.tracking import client
+
+    run_id = read_state(checkpoint)["run_id"]
+    return STOPPED_AT_TAG in client(uri).get_run(run_id).data.tags
+
+
 def _store_state(
     points: Sequence[GridPoint], experiment: str, uri: str, metric: str, checkpoints: Path
-) -> tuple[pl.DataFrame, set[str], list[GridPoint]]:
-    """What the store holds of `points`: the rows to preload, the runs ended (FINISHED or
-    stopped), the runs still to train (some from a checkpoint)."""
+) -> _Stored:
+    """What the store holds of `points` (`_Stored`). A stopped run is done whatever its status
+    (an interruption between its tags and its end leaves it SCHEDULED: it is ended KILLED here),
+    and its evaluations past its rung are not read back."""
     from isolab.rl.trainer import read_state
     from isolab.tracking import client, find_runs, mlflow_key
 
     c = client(uri)
     rows: list[dict] = []
     ended: set[str] = set()
+    finished: set[str] = set()
+    stops: dict[str, Stop] = {}
     todo: list[GridPoint] = []
     for p in points:
         runs = find_runs(experiment, uri, run_key=p.run_key)
-        if not runs:
+        if not runs:  # a checkpoint of another store's run (a store since removed) is no use
+            shutil.rmtree(checkpoints / p.run_key, ignore_errors=True)
             todo.append(p)
             continue
         run = runs[0]
         status = run.info.status
-        stopped = STOPPED_AT_TAG in run.data.tags
+        stop = _recorded_stop(run)
         upto = math.inf
-        if status == FINISHED or stopped:
+        if stop is not None:
             ended.add(p.run_key)
+            stops[p.run_key] = stop
+            shutil.rmtree(checkpoints / p.run_key, ignore_errors=True)
+            if status in ("RUNNING", SCHEDULED):
+                c.set_terminated(run.info.run_id, status=KILLED)
+            upto = stop.C  # compared with the rollouts below, not a step
+        elif status == FINISHED:
+            ended.add(p.run_key)
+            finished.add(p.run_key)
         else:
             todo.append(p)
             keep = checkpoints / p.run_key
@@ -351,10 +453,10 @@ def _store_state(
         ys = {m.step: m.value for m in c.get_metric_history(run.info.run_id, mlflow_key(metric))}
         xs = {m.step: m.value for m in c.get_metric_history(run.info.run_id, ROLLOUTS)}
         for step, y in sorted(ys.items()):
-            if 0 < step <= upto and step in xs:
+            if step > 0 and step in xs and (xs[step] if stop else step) <= upto:
                 rows.append({RUN_KEY: p.run_key, DEFAULT_X: xs[step], metric: y})
     schema = {RUN_KEY: pl.String, DEFAULT_X: pl.Float64, metric: pl.Float64}
-    return pl.DataFrame(rows, schema=schema), ended, todo
+    return _Stored(pl.DataFrame(rows, schema=schema), ended, finished, stops, todo)
 
 
 def _run_setting(
@@ -385,10 +487,10 @@ def _run_setting(
     scheduler = LiveScheduler(
         rule, rungs, frame, pause=True, y=metric, marks=marks, on_rung=on_rung
     )
-    preload, ended, todo = _store_state(points, experiment, uri, metric, checkpoints)
-    scheduler.preload(preload, ended)
+    stored = _store_state(points, experiment, uri, metric, checkpoints)
+    scheduler.preload(stored.rows, stored.ended, stored.stops, stored.finished)
     scheduler._judge_ready(None, current=None)  # rungs the preloaded runs complete
-    todo = [p for p in todo if scheduler.stop_of(p.run_key) is None]
+    todo = [p for p in stored.todo if scheduler.stop_of(p.run_key) is None]
     if todo:
         if not ray.is_initialized():
             start()
@@ -476,22 +578,16 @@ def run_adaptive(
         ValueError: the plan cannot run adaptively (`check_adaptive`), or bad options.
         RuntimeError: another runner holds the sweep, or runs failed.
     """
-    import ray
-
-    from isolab.paths import cache_root
-    from isolab.sweep.point import worker_env
-    from isolab.sweep.ray_backend import start_local_ray
-    from isolab.sweep.runner import _children_of, check_run
+    from isolab.sweep.runner import check_run
     from isolab.tracking import client, leases, resolve_uri, sweep_parent
-    from isolab.tracking.interrupts import handlers_kept
-    from isolab.tracking.parents import finish_parent
+    from isolab.tracking.parents import finish_parent, hold_parent
 
     rule = rule or StoppingRule()
     check_run(plan, tracking_uri, workers=workers, backend="ray")
     check_adaptive(plan)
     uri = resolve_uri(tracking_uri)
     spec = plan.spec
-    storage = Path(storage or cache_root() / "adaptive" / spec.name.replace("/", "-")).resolve()
+    storage = Path(storage or adaptive_storage(spec.name)).resolve()
     storage.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     # the lease on every run of the sweep, held by this process for the whole sweep (a paused
@@ -504,35 +600,63 @@ def run_adaptive(
                 "for it to end (or end it), then run this command again to resume."
             )
         parent = sweep_parent(spec.name, spec.name, uri)
+        hold_parent(parent, uri)  # RUNNING while this process runs the sweep
         client(uri).set_tag(parent, RULE_TAG, rule.text)
-        results: list[SettingResult] = []
-        threads = max(1, int(spec.resources.cpus_per_run))
-        with _children_of(parent):
-            env = worker_env()
-            # a paused run's actor trains the next run once its own run has let go of the model
-            # (Tune waits 2 s for that by default, then fails the next run)
-            os.environ.setdefault(THREAD_TIMEOUT_ENV, "120")
-            quiet_tune()
-            cpus = max(1, math.ceil(workers * spec.resources.cpus_per_run))
-            with handlers_kept():  # Ray's SIGTERM and Tune's SIGINT stay behind otherwise
-                try:
-                    for setting in settings_of(plan):
-                        points = [p for p in plan.points if all(
-                            p.values[a] == v for a, v in setting.items())]  # fmt: skip
-
-                        def judged(C, decision, stopped, setting=setting):
-                            if on_rung is not None:
-                                on_rung(setting, C, decision, stopped)
-
-                        start = lambda: start_local_ray(ray, num_cpus=cpus)  # noqa: E731
-                        result = _run_setting(
-                            setting, points, plan, uri, rule, storage, threads, env, judged, start
-                        )
-                        results.append(result)
-                finally:
-                    if ray.is_initialized():
-                        ray.shutdown()
+        try:
+            results = _run_settings(plan, uri, rule, storage, workers, parent, on_rung)
+        except BaseException:  # Ctrl-C, a failed run: the sweep is not done
+            finish_parent(spec.name, parent, uri, interrupted=True)
+            raise
         report = LiveReport(results, time.perf_counter() - t0)
         client(uri).set_tag(parent, FRACTION_TAG, f"{report.spent / report.grid:.4f}")
         finish_parent(spec.name, parent, uri)
     return report
+
+
+def _run_settings(
+    plan: SweepPlan,
+    uri: str,
+    rule: StoppingRule,
+    storage: Path,
+    workers: int,
+    parent: str,
+    on_rung: Callable | None,
+) -> list[SettingResult]:
+    """`run_adaptive`'s settings, one after another, on a local Ray instance, as children of
+    the sweep's `parent` run."""
+    import ray
+
+    from isolab.sweep.point import worker_env
+    from isolab.sweep.ray_backend import start_local_ray
+    from isolab.sweep.runner import _children_of
+    from isolab.tracking.interrupts import handlers_kept
+
+    spec = plan.spec
+    results: list[SettingResult] = []
+    threads = max(1, int(spec.resources.cpus_per_run))
+    with _children_of(parent):
+        env = worker_env()
+        # a paused run's actor trains the next run once its own run has let go of the model
+        # (Tune waits 2 s for that by default, then fails the next run)
+        os.environ.setdefault(THREAD_TIMEOUT_ENV, "120")
+        quiet_tune()
+        cpus = max(1, math.ceil(workers * spec.resources.cpus_per_run))
+        with handlers_kept():  # Ray's SIGTERM and Tune's SIGINT stay behind otherwise
+            try:
+                for setting in settings_of(plan):
+                    points = [p for p in plan.points if all(
+                        p.values[a] == v for a, v in setting.items())]  # fmt: skip
+
+                    def judged(C, decision, stopped, setting=setting):
+                        if on_rung is not None:
+                            on_rung(setting, C, decision, stopped)
+
+                    start = lambda: start_local_ray(ray, num_cpus=cpus)  # noqa: E731
+                    result = _run_setting(
+                        setting, points, plan, uri, rule, storage, threads, env, judged, start
+                    )
+                    results.append(result)
+            finally:
+                if ray.is_initialized():
+                    ray.shutdown()
+    return results

@@ -130,6 +130,51 @@ def _check_grid_size(spec: SweepSpec) -> None:
         )
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: a container's or `taskset`'s
+    share), else the machine's count."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def check_machine(spec: SweepSpec, address: str | None = None) -> None:
+    """Refuse a sweep one of whose runs cannot fit this machine: a run asks for processes ×
+    cpus_per_run cores (`Resources.for_processes`), and one that asks for more than there are
+    would wait for Ray forever or crawl on oversubscribed threads. SpecError naming the field
+    and what fits. A Ray cluster (`address`) counts its own CPUs; `$ISOLAB_NO_SIZE_GUARDS=1`
+    plans for a larger machine."""
+    if address or os.environ.get(SIZE_GUARD_ENV) == "1":
+        return
+    cores, cpus = usable_cores(), spec.resources.cpus_per_run
+    elsewhere = (
+        f"or set {SIZE_GUARD_ENV}=1 to plan it for a larger machine (or run it on a Ray "
+        "cluster with --address)"
+    )
+    if cpus > cores:
+        raise SpecError(
+            "resources.cpus_per_run",
+            f"{cpus:g} cores per run, and this machine has {cores} cores: give at most "
+            f"{cores}, {elsewhere}.",
+        )
+    processes = max(spec.values_of("processes"))
+    need = spec.resources.for_processes(processes)[0]
+    if need > cores:
+        if "processes" in spec.axes:
+            where = "axes.processes"
+        elif spec.combos and "processes" in spec.combos[0]:
+            i = next(i for i, c in enumerate(spec.combos) if c["processes"] == processes)
+            where = f"combos[{i}].processes"
+        else:
+            where = "base.processes"
+        raise SpecError(
+            where,
+            f"processes = {processes} × cpus_per_run = {cpus:g} needs {need:g} cores per run, "
+            f"and this machine has {cores}: give processes ≤ {max(1, int(cores // cpus))}, "
+            f"{elsewhere}.",
+        )
+
+
 def wall_hours(plan: SweepPlan, workers: int = 1) -> float:
     """The plan's estimated wall time in hours, its points shared among `workers`."""
     return plan.est_wall_s / max(1, workers) / 3600
@@ -211,7 +256,23 @@ def plan_sweep(
             points.append(point)
     if not points:
         raise SpecError(*_why_empty(spec, reasons))
+    _check_first_checkpoint(spec)
     return SweepPlan(spec, points, dropped, fractions)
+
+
+def _check_first_checkpoint(spec: SweepSpec) -> None:
+    """The first checkpoint, budget / eval_ratio^(eval_points - 1), is at least one rollout:
+    else the checkpoints under one merge into one and a run has fewer than `eval_points`."""
+    gaps = spec.eval_points - 1
+    budget = spec.budget_rollouts
+    if budget is not None and gaps * math.log(spec.eval_ratio) > math.log(budget):
+        raise SpecError(
+            "eval_ratio",
+            f"{spec.eval_ratio:g}: the first of {spec.eval_points} checkpoints would be at "
+            f"budget_rollouts / eval_ratio^{gaps} = {budget:,} / {spec.eval_ratio:g}^{gaps}, "
+            f"under one rollout, so a run would have fewer than {spec.eval_points}; lower "
+            "eval_ratio or eval_points.",
+        )
 
 
 def _plan_point(
@@ -267,7 +328,7 @@ def _planned(cfg: RunConfig) -> dict[str, float]:
 def _budget_error(spec: SweepSpec, exc: ValueError) -> SpecError:
     """A point's config made invalid by its M (over the size guard): the budget's doing, so
     named after it; any other invalid config is the axes'."""
-    if str(exc).startswith("M = "):
+    if str(exc).startswith(("M = ", "M·")):
         return SpecError(_budget_field(spec), f"the budget gives {exc}")
     return SpecError("axes", str(exc))
 

@@ -80,8 +80,18 @@ def run_point(
 def _train_point(
     train, cfg: RunConfig, tracking_uri: str, metric: str, t0: float, on_step
 ) -> RunOutcome:
+    import shutil
+
+    from isolab.rl.trainer import Checkpointing
+    from isolab.sweep.resume import paused_checkpoint
+
+    # a run a gone adaptive sweep paused carries on in its MLflow run: one run per key
+    paused = paused_checkpoint(cfg.run_key, cfg.experiment, tracking_uri)
+    carry_on = Checkpointing(lambda step, path, metrics: None, paused) if paused else None
     try:
-        result = train(cfg, tracking_uri=tracking_uri, on_step=on_step)
+        result = train(cfg, tracking_uri=tracking_uri, on_step=on_step, checkpointing=carry_on)
+        if paused is not None:
+            shutil.rmtree(paused, ignore_errors=True)
     except Exception as exc:  # noqa: BLE001 - one bad point must not stop the sweep
         run_id = _latest_run_id(cfg, tracking_uri)
         return RunOutcome(

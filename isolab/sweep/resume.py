@@ -7,7 +7,11 @@ with none (stale), or FAILED / KILLED:
 - a RUNNING run whose process is alive (tags `isolab.host` = this host, `isolab.pid` alive and
   started before the run) → leave it to that process;
 - a RUNNING run with no live process (a killed runner, a lost machine) → mark it FAILED, redo;
-- FAILED / KILLED runs, or none → run.
+- FAILED / KILLED runs, or none → run;
+- a run of an adaptive sweep whose arm the rule stopped (`STOPPED_AT_TAG`, KILLED) → done:
+  skipped as a FINISHED one is;
+- a run an adaptive sweep paused (SCHEDULED) whose runner is gone → carried on from its
+  checkpoint in the same MLflow run (`paused_checkpoint`), or ended KILLED and run again.
 
 While a point trains, its run key is leased in the store (`lease`): of runners started together
 on one spec and store, one trains the point and the others skip it.
@@ -20,8 +24,10 @@ import logging
 import os
 from collections.abc import Generator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from isolab.models import current_digest
+from isolab.paths import cache_root
 from isolab.sweep.plan import GridPoint, SweepPlan
 from isolab.tracking import (
     BASE_DIGEST_TAG,
@@ -34,7 +40,8 @@ from isolab.tracking import (
     resolve_uri,
 )
 from isolab.tracking.leases import process_alive  # also `isolab.sweep.resume.process_alive`
-from isolab.vocab import FINISHED, RUNNING
+from isolab.tracking.tags import SCHEDULED, STOPPED_AT_TAG
+from isolab.vocab import FINISHED, KILLED, RUNNING
 
 log = logging.getLogger(__name__)
 
@@ -57,13 +64,43 @@ def lease(run_key: str, experiment: str, uri: str) -> Generator[bool, None, None
 
 def finished_elsewhere(run_key: str, experiment: str, model: str, uri: str) -> bool:
     """Whether a FINISHED run of this key on the current base weights exists (another runner
-    finished the point after this one planned it)."""
+    finished the point after this one planned it), or a run an adaptive sweep stopped."""
     digest = current_digest(model)
     for run in find_runs(experiment, uri, run_key=run_key):
         used = run.data.tags.get(BASE_DIGEST_TAG)
+        if STOPPED_AT_TAG in run.data.tags:
+            return True
         if run.info.status == FINISHED and not (used and digest and used != digest):
             return True
     return False
+
+
+def adaptive_storage(sweep: str) -> Path:
+    """Where `isolab sweep adaptive` keeps sweep `sweep`'s files by default; its runs'
+    checkpoints are under ``checkpoints/<run_key>``."""
+    return cache_root() / "adaptive" / sweep.replace("/", "-")
+
+
+def paused_checkpoint(run_key: str, experiment: str, uri: str) -> Path | None:
+    """The checkpoint of a run of this key that an adaptive sweep paused and left (SCHEDULED or
+    KILLED, not stopped), to carry it on in the same MLflow run; None where there is none. Its
+    other paused runs are ended KILLED: none is left SCHEDULED. Call it holding the key's
+    lease: a live adaptive runner holds it, so its paused runs are never taken."""
+    from isolab.rl.trainer import STATE_FILE, read_state
+
+    keep = adaptive_storage(experiment) / "checkpoints" / run_key
+    saved = read_state(keep) if (keep / STATE_FILE).exists() else None
+    found = None
+    for run in find_runs(experiment, uri, run_key=run_key):
+        if STOPPED_AT_TAG in run.data.tags or run.info.status not in (SCHEDULED, KILLED):
+            continue
+        if saved is not None and saved["run_id"] == run.info.run_id:
+            found = keep
+        elif run.info.status == SCHEDULED:
+            log.info("run %s of %s was paused by an adaptive sweep that is gone: KILLED",
+                     run.info.run_id, run_key)  # fmt: skip
+            client(uri).set_terminated(run.info.run_id, status=KILLED)
+    return found
 
 
 @dataclass
@@ -74,6 +111,7 @@ class StoreState:
     live: dict[str, str] = field(default_factory=dict)  # key → RUNNING run with a live process
     stale: dict[str, list[str]] = field(default_factory=dict)  # key → RUNNING, no process
     failed: dict[str, list[str]] = field(default_factory=dict)  # key → FAILED / KILLED runs
+    stopped: dict[str, str] = field(default_factory=dict)  # key → run an adaptive sweep stopped
 
 
 def scan_store(
@@ -93,7 +131,9 @@ def scan_store(
             continue
         status, run_id = run.info.status, run.info.run_id
         used = run.data.tags.get(BASE_DIGEST_TAG)
-        if status == FINISHED and used and digests[key] and used != digests[key]:
+        if STOPPED_AT_TAG in run.data.tags:  # its arm stopped early: done, never run again
+            state.stopped.setdefault(key, run_id)
+        elif status == FINISHED and used and digests[key] and used != digests[key]:
             # finished on other base weights (a rebuilt model): not this point's result
             log.info("run %s of %s used base %s, not %s: redone", run_id, key, used, digests[key])
         elif status == FINISHED:
@@ -111,7 +151,7 @@ def scan_store(
                 state.stale.setdefault(key, []).append(run_id)
         else:
             state.failed.setdefault(key, []).append(run_id)
-    for key in state.finished:  # a finished point is done, whatever else its key left
+    for key in [*state.finished, *state.stopped]:  # done, whatever else its key left
         state.live.pop(key, None)
         state.failed.pop(key, None)
     return state
@@ -143,7 +183,6 @@ def pending(
             c.set_tag(run_id, "isolab.failure", "RUNNING with no live process: redone by a sweep")
             if key not in state.finished:
                 state.failed.setdefault(key, []).append(run_id)
-    todo = [
-        p for p in plan.points if p.run_key not in state.finished and p.run_key not in state.live
-    ]
+    done = state.finished.keys() | state.stopped.keys() | state.live.keys()
+    todo = [p for p in plan.points if p.run_key not in done]
     return (todo if limit is None else todo[: max(0, limit)]), state

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from isolab.sweep.local import run_local
-from isolab.sweep.plan import GridPoint, SweepPlan, check_wall_time
+from isolab.sweep.plan import GridPoint, SweepPlan, check_machine, check_wall_time
 from isolab.sweep.point import RunOutcome, optimizer_steps, run_point, stopped
 from isolab.sweep.ray_backend import run_ray
 from isolab.sweep.resume import pending
@@ -196,6 +196,7 @@ def check_run(
             "`mlflow server` (PostgreSQL for teams) and pass its URL as the tracking URI, "
             "--tracking-uri http://HOST:PORT."
         )
+    check_machine(plan.spec, address)
     _check_cores(plan, workers, backend)
     check_wall_time(plan, workers)
 

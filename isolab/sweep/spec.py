@@ -282,7 +282,12 @@ class SweepSpec:
             data["combos"] = tuple(combos)
         if "seeds" in data:
             seeds = data["seeds"]
-            seeds = [seeds] if isinstance(seeds, int) else seeds
+            if isinstance(seeds, int) and not isinstance(seeds, bool):  # not read as [5]
+                raise SpecError(
+                    "seeds",
+                    f"{brief(seeds)}: give a list, e.g. seeds: [{brief(seeds)}] for one seed "
+                    "or seeds: [0, 1, 2] for three.",
+                )
             if not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds):
                 raise SpecError("seeds", f"{brief(seeds)}: give a list of integers, e.g. [0, 1].")
             data["seeds"] = tuple(seeds)

@@ -12,6 +12,7 @@ from typing import Any
 
 from isolab.tasks import arithmetic, card
 from isolab.tasks.base import Problem
+from isolab.userinput import brief, cut
 
 TASKS = ("arithmetic", "gsm8k", "math500")
 
@@ -69,8 +70,10 @@ def task_id(name: str) -> str:
     return card.load_card(name).task_id if card.is_card(name) else name
 
 
-def get_task(name: str, style: str) -> Task:
-    """The task `name` (built-in, or the path of a task card) in prompt style `raw` or `chat`."""
+def get_task(name: str, style: str, run_code: bool = False) -> Task:
+    """The task `name` (built-in, or the path of a task card) in prompt style `raw` or `chat`.
+    A card's own verifier runs only with `run_code` (the run config's `trust_remote_code`;
+    `card.verifier_of`): planning, which only prompts, leaves it off."""
     if style not in ("raw", "chat"):
         raise ValueError(f"style = {style!r}: choose raw (tiny models) or chat (instruct LMs).")
     check_task(name)
@@ -86,7 +89,8 @@ def get_task(name: str, style: str) -> Task:
         )
     if card.is_card(name):
         c = card.load_card(name)
-        return Task(name, style, c.chat_prompt, card.verifier_of(c), c.max_completion_tokens)
+        verify = card.verifier_of(c, run_code)
+        return Task(name, style, c.chat_prompt, verify, c.max_completion_tokens)
     module = _module(name)
     return Task(name, style, module.chat_prompt, module.verify, 256 if name == "gsm8k" else 512)
 
@@ -126,22 +130,33 @@ def parse_eval_set(spec: str) -> tuple[str, dict[str, int]]:
     out: dict[str, int] = {}
     for part in knobs.split(","):
         key, eq, value = part.partition("=")
-        key = key.strip()
-        if not eq or key not in fields or not value.strip().isdigit():
+        key, value = key.strip(), value.strip()
+        if not eq or key not in fields or not (value.isascii() and value.isdigit()):
             raise ValueError(
                 f"eval set {spec!r}: write knob=integer, knobs from {', '.join(sorted(fields))}"
             )
+        low, high = arithmetic.KNOB_RANGES[key]
+        if len(value.lstrip("0")) > len(str(high)) or not low <= int(value) <= high:
+            raise ValueError(
+                f"eval set {brief(spec)}: {key} = {cut(value, 30)}: give {low} to {high} (a larger "
+                "one is no sum a model is tested on, and drawing its problems never ends)"
+            )
         out[key] = int(value)
-    arithmetic.ArithmeticSpec(**out)  # the range checks
+    try:
+        arithmetic.ArithmeticSpec(**out)  # how the knobs go together (min ≤ max)
+    except ValueError as exc:
+        raise ValueError(f"eval set {brief(spec)}: {exc}") from None
     return name, out
 
 
-def eval_set_problems(spec: str, style: str, count: int, data_dir: str | None = None):
+def eval_set_problems(
+    spec: str, style: str, count: int, data_dir: str | None = None, run_code: bool = False
+):
     """(Task, its first `count` evaluation problems) of an evaluation set `spec`: a built-in
     task (arithmetic drawn from `EVAL_SET_SEED`, optionally with knobs; GSM8K's and MATH-500's
-    test problems) or a task card's validation set."""
+    test problems) or a task card's validation set (its own verifier runs with `run_code`)."""
     name, knobs = parse_eval_set(spec)
-    task = get_task(name, style)
+    task = get_task(name, style, run_code)
     if name == "arithmetic":
         problems = arithmetic.generate_problems(
             count, seed=EVAL_SET_SEED, spec=arithmetic.ArithmeticSpec(**knobs)

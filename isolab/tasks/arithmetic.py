@@ -24,6 +24,19 @@ from isolab.tasks.base import Problem
 RAW_ALPHABET = "0123456789+="
 
 
+#: Most digits of an operand and most operands of a sum: far past what any model is tested on,
+#: and below the sizes whose drawing never ends (`max_digits=100000000` hung an evaluation set).
+MAX_DIGITS = 100
+MAX_TERMS = 100
+#: The knobs of `ArithmeticSpec` and the values each may take.
+KNOB_RANGES = {
+    "min_digits": (1, MAX_DIGITS),
+    "max_digits": (1, MAX_DIGITS),
+    "min_terms": (2, MAX_TERMS),
+    "max_terms": (2, MAX_TERMS),
+}
+
+
 @dataclass(frozen=True)
 class ArithmeticSpec:
     """The difficulty knobs of the problem family.
@@ -41,6 +54,9 @@ class ArithmeticSpec:
     max_terms: int = 2
 
     def __post_init__(self) -> None:
+        for knob, (low, high) in KNOB_RANGES.items():
+            if not low <= getattr(self, knob) <= high:
+                raise ValueError(f"{knob} = {getattr(self, knob)}: give {low} to {high}")
         if not 1 <= self.min_digits <= self.max_digits:
             raise ValueError(
                 f"digits range [{self.min_digits}, {self.max_digits}]: need 1 ≤ min_digits ≤ max_digits"

@@ -17,27 +17,28 @@ A card (every path relative to the card's folder)::
     max_completion_tokens: 256
 
 A verifier given as `module:function` (or `path/to/file.py:function`, relative to the card) is
-called as `function(completion_text, gold_answer) -> bool`; isolab imports and runs that code
-as Python runs any import, so give only code you trust. Every gold answer of the card must pass
-its own verifier when written as `\\boxed{answer}` (or as the bare answer for `exact`,
-`regex` and `choice`): a card whose grader rejects its own golds is refused before any run.
+called as `function(completion_text, gold_answer) -> bool`: a plain Python function of yours
+(`isolab.tasks.usercode`). It is code from a data folder, so isolab imports and runs it only
+with `trust_remote_code: true` in the run config, and planning (`isolab flops`, `isolab sweep
+plan`) never does. Every gold answer of the card must pass its own verifier when written as
+`\\boxed{answer}` (or as the bare answer for `exact`, `regex` and `choice`): a card whose
+grader rejects its own golds is refused before any run (a verifier of its own: once trusted,
+before any model loads).
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
-import importlib
-import importlib.util
 import json
 import random
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from isolab.deadline import CallTimeout, call_with_deadline
 from isolab.hub import hub_reachable
 from isolab.tasks.base import Problem
 from isolab.tasks.grading import (
@@ -46,6 +47,7 @@ from isolab.tasks.grading import (
     gsm8k_equal,
     math_equal,
 )
+from isolab.tasks.usercode import VERIFIER, check_spec, load_function
 from isolab.userinput import brief, read_yaml
 
 #: The graders a card can name, and what each compares.
@@ -213,54 +215,32 @@ def _regex(pattern: str) -> Callable[[str, str], bool]:
     return verify
 
 
-def load_function(spec: str, base: Path, what: str) -> Callable:
-    """The function `module:function` or `path/to/file.py:function` (relative to `base`), or a
-    ValueError naming `what` and the fix."""
-    module_name, sep, func_name = spec.rpartition(":")
-    if not sep or not module_name or not func_name.isidentifier():
-        raise ValueError(
-            f"{what} = {brief(spec)}: write module:function (importable) or "
-            "path/to/file.py:function"
-        )
-    file = Path(module_name) if module_name.endswith(".py") else None
-    if file is not None:
-        file = file if file.is_absolute() else base / file
-        if not file.is_file():
-            raise ValueError(f"{what} = {brief(spec)}: no file {file}")
-    try:
-        module = _file_module(file) if file is not None else importlib.import_module(module_name)
-    except Exception as exc:  # the user's module failed to import: say which and why
-        raise ValueError(
-            f"{what} = {brief(spec)}: importing {module_name} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    func = getattr(module, func_name, None)
-    if not callable(func):
-        raise ValueError(f"{what} = {brief(spec)}: {module_name} has no function {func_name}")
-    return func
+#: Why a card's own verifier did not run: the one switch that lets it.
+OPT_IN = "code from a data folder runs only with trust_remote_code: true in the run config"
 
 
-def _file_module(file: Path) -> Any:
-    """The module of a Python file, executed once per version of the file (an edited file is
-    executed again); a file that fails to execute leaves nothing in `sys.modules`."""
-    stamp = f"{file.resolve()}@{file.stat().st_mtime_ns}"
-    key = f"isolab_user_{hashlib.sha256(stamp.encode()).hexdigest()[:12]}"
-    if key in sys.modules:
-        return sys.modules[key]
-    loaded = importlib.util.spec_from_file_location(key, file)
-    if loaded is None or loaded.loader is None:
-        raise ImportError(f"{file} is not a Python module")
-    module = importlib.util.module_from_spec(loaded)
-    sys.modules[key] = module
-    try:
-        loaded.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[key]
-        raise
-    return module
+def code_refusal(card: TaskCard) -> str | None:
+    """The refusal of a card whose verifier is code of its own (`file.py:function`, or a
+    module), naming the card and the file; None for a built-in grader."""
+    if card.verifier in VERIFIERS:
+        return None
+    module = card.verifier.rpartition(":")[0]
+    file = f" ({card.path.parent / module})" if module.endswith(".py") else ""
+    return f"task card {card.path} names verifier {card.verifier}{file}: {OPT_IN}"
 
 
-def verifier_of(card: TaskCard) -> Callable[[str, str], bool]:
-    """The card's grader as (completion text, gold) → bool."""
+def verifier_of(card: TaskCard, run_code: bool = False) -> Callable[[str, str], bool]:
+    """The card's grader as (completion text, gold) → bool. A verifier of the card's own runs
+    only with `run_code` (the run config's `trust_remote_code`): it is then imported, checked
+    and tried on every gold answer once (`_check_golds`); without, the grader returned refuses
+    to grade, so that a plan, which never grades, still has its task."""
+    refusal = code_refusal(card)
+    if refusal is not None and not run_code:
+
+        def refused(completion: str, gold: str) -> bool:
+            raise CardError(refusal)
+
+        return refused
     if card.verifier == "numeric":
         return _numeric
     if card.verifier == "math":
@@ -271,12 +251,22 @@ def verifier_of(card: TaskCard) -> Callable[[str, str], bool]:
         return _choice
     if card.verifier == "regex":
         return _regex(card.answer_regex or "")
-    func = load_function(card.verifier, card.path.parent, f"task card {card.path}: verifier")
+    try:
+        func = load_function(
+            card.verifier, card.path.parent, f"task card {card.path}: verifier", VERIFIER
+        )
+    except ValueError as exc:  # a verifier of the user's that does not import or qualify
+        raise CardError(str(exc)) from exc
 
     def user_verify(completion: str, gold: str) -> bool:
         try:
-            out = func(completion, gold)
-        except Exception as exc:  # the run stops FAILED, with what it was grading
+            out = call_with_deadline(
+                f"verifier {card.verifier} of task card {card.path}", func, completion, gold
+            )
+        except CallTimeout:
+            raise
+        except (Exception, SystemExit) as exc:  # the run stops FAILED, with what it graded
+            # (sys.exit() in a verifier would otherwise end the command with exit 0)
             raise RuntimeError(
                 f"verifier {card.verifier} of task card {card.path} raised "
                 f"{type(exc).__name__}: {exc} on the completion {brief(completion)} (gold "
@@ -290,7 +280,15 @@ def verifier_of(card: TaskCard) -> Callable[[str, str], bool]:
             )
         return bool(out)
 
+    key = (card.task_id, str(card.path), func)  # an edited verifier file: a new function
+    if key not in _CHECKED:  # the pre-flight on golds, once per version of card and code
+        _check_golds(card, user_verify)
+        _CHECKED.add(key)
     return user_verify
+
+
+#: Cards whose own verifier passed its golds in this process: (task id, path, function).
+_CHECKED: set[tuple[str, str, Callable]] = set()
 
 
 # ---- reading ---------------------------------------------------------------------------------
@@ -299,22 +297,49 @@ def _read_rows(path: Path, key: str, card: Path) -> list[dict]:
         raise _fail(card, key, f"no file {path}: give a path relative to the card's folder")
     if path.suffix not in _SUFFIXES:
         raise _fail(card, key, f"{path.name}: give a {', '.join(_SUFFIXES)} file")
+    shown = path.relative_to(card.parent)
     try:
         if path.suffix == ".jsonl":
             with path.open(encoding="utf-8") as f:
-                rows = [json.loads(line) for line in f if line.strip()]
+                rows = [
+                    json.loads(line, object_pairs_hook=_once(card, key, f"{shown} line {number}"))
+                    for number, line in enumerate(f, 1)
+                    if line.strip()
+                ]
         elif path.suffix == ".csv":
             with path.open(encoding="utf-8", newline="") as f:
-                rows = list(csv.DictReader(f))
+                reader = csv.DictReader(f)
+                rows = list(reader)
+            header = list(reader.fieldnames or ())
+            twice = next((h for i, h in enumerate(header) if h in header[:i]), None)
+            if twice is not None:  # DictReader keeps the last column of a name
+                raise _fail(card, key, f"{shown}: column {twice!r} is given twice: keep one")
         else:
             import polars as pl
 
             rows = pl.read_parquet(path).to_dicts()
+    except CardError:
+        raise
     except Exception as exc:
         raise _fail(card, key, f"{path.name} does not parse: {type(exc).__name__}: {exc}") from exc
     if not all(isinstance(r, dict) for r in rows):
         raise _fail(card, key, f"{path.name}: every line must be a JSON object")
     return rows
+
+
+def _once(card: Path, key: str, where: str) -> Callable[[list[tuple[str, Any]]], dict]:
+    """json's `object_pairs_hook` that refuses a key given twice in one object (json keeps the
+    last: `{"answer": "1", "answer": "2"}` was read as 2 without a word)."""
+
+    def pairs_once(pairs: list[tuple[str, Any]]) -> dict:
+        out: dict = {}
+        for name, value in pairs:
+            if name in out:
+                raise _fail(card, key, f"{where}: key {name!r} is given twice: keep one")
+            out[name] = value
+        return out
+
+    return pairs_once
 
 
 def _hub_rows(spec: Any, key: str, card: Path) -> tuple[list[dict], list[Path]]:
@@ -327,8 +352,28 @@ def _hub_rows(spec: Any, key: str, card: Path) -> tuple[list[dict], list[Path]]:
     if unknown:
         raise _fail(card, key, f"hub: unknown key {unknown[0]!r}; give id, config, split, revision")
     ident, split = str(spec["id"]), str(spec.get("split", "train"))
+    if not ident.strip() or Path(ident).is_absolute():  # `/` once walked the whole disk
+        raise _fail(
+            card,
+            key,
+            f"hub: id {brief(ident)}: give a hub id (owner/name) or a folder of data files "
+            "relative to the card's folder",
+        )
     folder = card.parent / ident
     files = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+    if not files:
+        from huggingface_hub.errors import HFValidationError
+        from huggingface_hub.utils import validate_repo_id
+
+        try:
+            validate_repo_id(ident)
+        except HFValidationError:
+            raise _fail(
+                card,
+                key,
+                f"hub: id {brief(ident)} is neither a folder of data files next to the card nor "
+                "a valid hub id: give owner/name (letters, digits, - _ .) or a folder",
+            ) from None
     from datasets import load_dataset
 
     if not files and not hub_reachable() and not _in_datasets_cache(ident):
@@ -391,6 +436,103 @@ def _check_fields(rows: list[dict], fields: list[str], key: str, where: str, car
             )
 
 
+def _template_fields(prompt: str, card: Path) -> list[str]:
+    """The fields a prompt template names: each `{field}` a plain name, formatted with a row's
+    value as it is (indexing, attributes, format specs and `{}` raised at the first row)."""
+    import string
+
+    try:
+        parts = list(string.Formatter().parse(prompt))
+    except ValueError as exc:  # a lone brace
+        raise _fail(card, "prompt", f"{exc}: write {{{{ and }}}} for a literal brace") from None
+    fields = []
+    for _, field, spec, conversion in parts:
+        if field is None:
+            continue
+        if not _FIELD.fullmatch(f"{{{field}}}") or spec or conversion:
+            shown = field + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
+            whole = "{" + shown + "}"
+            raise _fail(
+                card,
+                "prompt",
+                f"{brief(whole)}: a template names whole fields, e.g. '{{question}}' (no "
+                "indexing, attributes, conversions or format specs); write {{ and }} for a "
+                "literal brace",
+            )
+        fields.append(field)
+    if not fields:
+        raise _fail(card, "prompt", "a template names fields in braces: '{question}'")
+    return fields
+
+
+def _missing(value: Any) -> bool:
+    """A null: JSON's null, an empty parquet cell, NaN."""
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def _check_values(
+    rows: list[dict],
+    source: Any,
+    key: str,
+    prompt: str,
+    fields: list[str],
+    answer: str,
+    id_field: str | None,
+    card: Path,
+) -> dict[str, int]:
+    """Every row has its prompt's fields and a gold answer (text or a number: not null, not
+    empty), an id of its own where the card names an `id` field, and a problem given twice has
+    one answer. Returns the rows' ids (id → row index)."""
+    ids: dict[str, int] = {}
+    problems: dict[str, tuple[int, str]] = {}
+    for i, row in enumerate(rows):
+        where = _where(source, i, card)
+        for name in [*fields, answer, *([id_field] if id_field else [])]:
+            if _missing(row[name]):
+                raise _fail(card, key, f"{where}: {name} is null: fill it in, or drop the row")
+        gold = row[answer]
+        if isinstance(gold, (list, dict)):
+            raise _fail(
+                card, key, f"{where}: {answer} = {brief(gold)}: give one gold answer, as text"
+            )
+        if not str(gold).strip():
+            raise _fail(card, key, f"{where}: {answer} is empty: give the gold answer")
+        if id_field:
+            pid = str(row[id_field])
+            if pid in ids:
+                raise _fail(
+                    card,
+                    key,
+                    f"{where}: {id_field} {brief(pid)} is also "
+                    f"{_where(source, ids[pid], card, short=True)}'s: give every row an id of "
+                    "its own",
+                )
+            ids[pid] = i
+        question = prompt.format_map(row) if "{" in prompt else str(row[prompt])
+        first = problems.setdefault(question, (i, str(gold)))
+        if first[1] != str(gold):
+            raise _fail(
+                card,
+                key,
+                f"{where}: the problem of {_where(source, first[0], card, short=True)} again, "
+                f"with answer {brief(str(gold))} ({_where(source, first[0], card, short=True)}: "
+                f"{brief(first[1])}): one problem has one gold answer; fix or drop one",
+            )
+    return ids
+
+
+def _where(source: Any, i: int, card: Path, short: bool = False) -> str:
+    """Row `i` of a card's `data` or `validation` as one finds it in the file: `p.jsonl line 7`
+    (blank lines counted), `p.csv row 7` (after the header), `row 7` of parquet or hub data;
+    `short`: without the file's name."""
+    name = "" if short or not isinstance(source, str) else f"{source} "
+    if isinstance(source, str) and source.endswith(".jsonl"):
+        with (card.parent / source).open(encoding="utf-8") as f:
+            numbers = [n for n, line in enumerate(f, 1) if line.strip()]
+        return f"{name}line {numbers[i]}"
+    return f"{name}row {i + 1}"
+
+
 def _load(card: Path) -> tuple[TaskCard, list[Path]]:
     data = read_yaml(card)
     if not isinstance(data, dict):
@@ -410,13 +552,29 @@ def _load(card: Path) -> tuple[TaskCard, list[Path]]:
         val, more = _rows(data["validation"], "validation", card)
         files += more
     prompt, answer = str(data["prompt"]), str(data["answer"])
-    fields = _FIELD.findall(prompt) if "{" in prompt else [prompt]
-    if "{" in prompt and not fields:
-        raise _fail(card, "prompt", "a template names fields in braces: '{question}'")
+    fields = _template_fields(prompt, card) if "{" in prompt else [prompt]
+    for rows, where in ((train, "data"), (val, "validation")):
+        if rows is not None:  # a field the prompt names: the message names `prompt`
+            _check_fields(rows, fields, "prompt", where, card)
     needed = [*fields, answer] + ([str(data["id"])] if data.get("id") else [])
     _check_fields(train, needed, "data", "data", card)
     if val is not None:
         _check_fields(val, needed, "validation", "validation", card)
+    id_field = str(data["id"]) if data.get("id") else None
+    ids = _check_values(train, data["data"], "data", prompt, fields, answer, id_field, card)
+    if val is not None:
+        val_ids = _check_values(
+            val, data["validation"], "validation", prompt, fields, answer, id_field, card
+        )
+        for pid, i in val_ids.items():
+            if pid in ids:  # a problem held out and trained on
+                raise _fail(
+                    card,
+                    "validation",
+                    f"{_where(data['validation'], i, card)}: {id_field} {brief(pid)} is also "
+                    f"data's {_where(data['data'], ids[pid], card, short=True)}: validation "
+                    "problems are held out of training; drop one, or give it another id",
+                )
     verifier = str(data.get("verifier", "numeric"))
     if verifier not in VERIFIERS and ":" not in verifier:
         raise _fail(
@@ -458,7 +616,13 @@ def _load(card: Path) -> tuple[TaskCard, list[Path]]:
         val_share=float(val_share),
     )
     _check_splits(out)
-    _check_golds(out)
+    if verifier in VERIFIERS:
+        _check_golds(out, verifier_of(out))
+    else:  # code of the card's own: refused here only where that runs none of it
+        try:
+            check_spec(verifier, card.parent, f"task card {card}: verifier", VERIFIER)
+        except ValueError as exc:
+            raise CardError(str(exc)) from exc
     return out, [card, *files]
 
 
@@ -471,14 +635,8 @@ def _check_splits(card: TaskCard) -> None:
         raise _fail(card.path, key, "no validation problems: add rows or a validation file")
 
 
-def _check_golds(card: TaskCard) -> None:
-    """Every gold, written as a correct completion would write it, passes the verifier."""
-    try:
-        verify = verifier_of(card)
-    except CardError:
-        raise
-    except ValueError as exc:  # a verifier of the user's that does not import
-        raise CardError(str(exc)) from exc
+def _check_golds(card: TaskCard, verify: Callable[[str, str], bool]) -> None:
+    """Every gold, written as a correct completion would write it, passes `verify`."""
     for p in [*card.problems("train"), *card.problems("test"), *card.examples()]:
         try:
             ok = verify(card.written_answer(p.answer), p.answer)
@@ -498,9 +656,10 @@ def _check_golds(card: TaskCard) -> None:
             )
 
 
-def load_card(path: str | Path) -> TaskCard:
+def load_card(path: str | Path, run_code: bool = False) -> TaskCard:
     """The task card at `path`, read and checked (cached while the file is unchanged), or a
-    `CardError` (a ValueError) naming the key and the fix."""
+    `CardError` (a ValueError) naming the key and the fix. A verifier of the card's own is
+    imported and tried on the golds only with `run_code` (`verifier_of`)."""
     card = Path(path)
     if not card.is_file():
         raise CardError(
@@ -510,9 +669,12 @@ def load_card(path: str | Path) -> TaskCard:
     key = str(card.resolve())
     cached = _CACHE.get(key)
     if cached is not None and cached[1] == _stamp(cached[2]):
-        return cached[0]
-    loaded, files = _load(card.resolve())
-    _CACHE[key] = (loaded, _stamp(files), files)
+        loaded = cached[0]
+    else:
+        loaded, files = _load(card.resolve())
+        _CACHE[key] = (loaded, _stamp(files), files)
+    if run_code:
+        verifier_of(loaded, run_code=True)
     return loaded
 
 

@@ -90,6 +90,7 @@ def import_runs(
     uri = store.resolve_uri(tracking_uri)
     client = store.client(uri)
     exp_id = store.experiment_id(name, uri)
+    _undo_killed_imports(client, exp_id)
     todo = _not_there(client, exp_id, plans)
     if todo:
         keys = [p["run_key"] for p in todo]
@@ -135,10 +136,34 @@ def _import_all(
     try:
         for plan in todo:
             _import_run(client, exp_id, parent, plan, created, figures)
-    except BaseException:
+    except BaseException as exc:
         _undo(client, exp_id, parent, created)
-        raise
+        problem = _write_fault(exc)
+        if problem is None:
+            raise
+        raise ImportStopped(
+            f"the import of {path} stopped partway through its {len(todo)} runs: {problem}. "
+            "The runs it wrote are deleted; free space (or make the store writable) and import "
+            "again"
+        ) from exc
     finish_parent(name, parent, uri)
+
+
+class ImportStopped(ValueError):
+    """The store or its artifacts could not be written partway (a full disk): the runs written
+    are deleted, and the message says what failed and the fix."""
+
+
+def _write_fault(exc: BaseException) -> str | None:
+    """What stopped a write, in words, when it is the disk or the file system (ENOSPC, EROFS,
+    SQLite's `database or disk is full`); None for anything else."""
+    if isinstance(exc, OSError):
+        return f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
+    text = str(exc)
+    for sign in ("database or disk is full", "No space left on device", "readonly database"):
+        if sign in text:
+            return f"the store answered `{sign}`"
+    return None
 
 
 def _undo(client: Any, exp_id: str, parent: str, created: list[str]) -> None:
@@ -156,6 +181,26 @@ def _undo(client: Any, exp_id: str, parent: str, created: list[str]) -> None:
             client.delete_run(parent)
 
 
+def _undo_killed_imports(client: Any, exp_id: str) -> None:
+    """Delete the runs an import killed outright (SIGKILL, a lost machine) left half written:
+    RUNNING, tagged `IMPORTED_FROM_TAG`, their importer (`HOST_TAG`, `PID_TAG`) a process of
+    this host that is gone. What `_undo` would have done had the import lived: an import writes
+    all of a run or none of it, so the next one writes them again, once (without this, a key
+    had a RUNNING run and the re-imported one)."""
+    from isolab.tracking.leases import process_alive
+
+    host = os.uname().nodename
+    filt = f"attributes.status = '{RUNNING}' and tags.`{IMPORTED_FROM_TAG}` != ''"
+    for run in client.search_runs([exp_id], filt, max_results=50000):
+        tags = run.data.tags
+        pid = tags.get(PID_TAG, "")
+        # no start time to check the pid against: an imported run starts when it first did
+        if tags.get(HOST_TAG) != host or (pid.isdigit() and process_alive(int(pid))):
+            continue  # another host's import cannot be checked; a live one is writing it
+        logger.info("run %s: half written by a killed import: deleted", run.info.run_id)
+        _undo(client, exp_id, tags.get(PARENT_TAG, ""), [run.info.run_id])
+
+
 def _import_plan(path: Path, experiment: str | None) -> tuple[list[dict[str, Any]], str]:
     """Everything an import will write, read and checked before anything is created:
     ValueError names the file and the problem (unreadable parquet, missing columns, bad
@@ -165,6 +210,8 @@ def _import_plan(path: Path, experiment: str | None) -> tuple[list[dict[str, Any
     try:
         df = read_snapshot(path, statuses=None)
         history = pl.read_parquet(path / HISTORY_FILE) if (path / HISTORY_FILE).exists() else None
+    except ValueError:  # read_snapshot's, naming the file
+        raise
     except Exception as exc:  # noqa: BLE001 - polars raises several kinds on a bad file
         raise ValueError(f"{path}: not a readable snapshot ({type(exc).__name__}: {exc})") from None
     try:

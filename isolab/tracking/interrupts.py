@@ -83,3 +83,27 @@ def uninterrupted(fn: _Fn) -> _Fn:
             return fn(*args, **kwargs)
 
     return cast(_Fn, wrapper)  # functools.wraps keeps fn's signature
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C's KeyboardInterrupt would be: whatever ends a run KILLED on
+    Ctrl-C ends it KILLED on `kill` or a scheduler's stop too (an `except KeyboardInterrupt`
+    catches both; the exit status can still tell them apart: 143, not 130)."""
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt():
+    """SIGTERM raises `Terminated` in the block (its default action ends the process at once,
+    leaving its MLflow run RUNNING for good). Only the main thread can set handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -15,7 +15,10 @@ description that links to the runs table, the charts against compute (`views`) a
 from __future__ import annotations
 
 import logging
+import os
+import time
 
+from mlflow.entities import RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
@@ -24,14 +27,29 @@ from isolab.tracking.interrupts import interrupts_deferred
 from isolab.tracking.locks import store_lock
 from isolab.tracking.store import client, experiment_id, resolve_uri, sqlite_path
 from isolab.tracking.tables import replace_table
-from isolab.tracking.tags import KIND_TAG, PARENT_TAG, SWEEP_KIND, SWEEP_TAG, source_tags
+from isolab.tracking.tags import (
+    HOST_TAG,
+    KIND_TAG,
+    PARENT_TAG,
+    PID_TAG,
+    SWEEP_KIND,
+    SWEEP_TAG,
+    source_tags,
+)
 from isolab.tracking.views import POINTS_FILTER, ensure_view, run_url, runs_url
-from isolab.vocab import FINISHED, FLOPS_TOTAL, KILLED, RHO, ROLLOUTS
+from isolab.vocab import FINISHED, FLOPS_TOTAL, KILLED, RHO, ROLLOUTS, RUNNING
 
 log = logging.getLogger(__name__)
 
 #: The sweep's points, one row per run, among the parent's artifacts.
 POINTS_TABLE = "sweep/points.json"
+#: The lease key (`isolab.tracking.leases`) under which a sweep's parent is found or created:
+#: one parent per sweep per store, whatever the runners' machines.
+PARENT_LEASE_KEY = "isolab sweep parent: "
+PARENT_WAIT_S = 60.0
+#: When the runner holding a parent (`hold_parent`) took it, in ms: a pid recycled by a process
+#: started later is not that runner.
+HELD_SINCE_TAG = "isolab.parent.held_since"
 #: The grid coordinates a points table shows, then its final metrics (MLflow's names).
 POINT_PARAMS = ("model", "split", "n", "B_p", "M", "seed")
 
@@ -46,22 +64,71 @@ def sweep_parent(
     """The id of sweep `name`'s parent run in `experiment`, created when missing (runs of a
     sweep, imported or trained, are its children; its analysis is logged on it). A parent
     made by an import starts when its first run did (`start_time`, ms)."""
+    from isolab.tracking import leases
+
     uri = resolve_uri(uri)
     c = client(uri)
     exp_id = experiment_id(experiment, uri)
-    # runners started together would each find no parent and make one: the lock (nothing
-    # for a server) makes the look-up and the creation one step
-    with store_lock(sqlite_path(uri)), interrupts_deferred():
+    found = _find_parent(c, exp_id, name)  # the common case: no lease to take
+    if found is not None:
+        _end_if_dead(c, found)
+        return found.info.run_id
+    # runners started together would each find no parent and make one: the lease (in the store:
+    # runners in front of one server too) makes the look-up and the creation one step; the
+    # lock keeps a SQLite file's writers from colliding on it meanwhile
+    # (not held after PARENT_WAIT_S, a runner stuck holding it: carry on without; at worst a
+    # second parent rather than a sweep that never starts)
+    key = f"{PARENT_LEASE_KEY}{name}"
+    with (
+        leases.lease(experiment, [key], uri, wait_s=PARENT_WAIT_S, label=f"parent of {name}"),
+        store_lock(sqlite_path(uri)),
+        interrupts_deferred(),
+    ):
         return _find_or_create_parent(c, exp_id, name, tags, start_time)
 
 
 def complete_parent(experiment: str, name: str, uri: str | None = None) -> None:
-    """Sweep `name` has nothing left to run: a parent an interrupted run of it left KILLED ends
-    FINISHED (`finish_parent`). Nothing is created where the sweep has no parent."""
+    """Sweep `name` has nothing left to run: a parent an interrupted run of it left KILLED (or
+    a killed runner left RUNNING) ends FINISHED (`finish_parent`). Nothing is created where the
+    sweep has no parent."""
     uri = resolve_uri(uri)
-    found = _find_parent(client(uri), experiment_id(experiment, uri), name)
-    if found is not None and found.info.status == KILLED:
+    c = client(uri)
+    found = _find_parent(c, experiment_id(experiment, uri), name)
+    if found is not None and _end_if_dead(c, found) == KILLED:
         finish_parent(experiment, found.info.run_id, uri)
+
+
+def hold_parent(parent: str, uri: str | None = None) -> None:
+    """This process runs the sweep: its parent is RUNNING, tagged with the process
+    (`HOST_TAG`, `PID_TAG`, `HELD_SINCE_TAG`) until `finish_parent` ends it. A runner killed
+    outright (SIGKILL) so leaves a parent whose holder is gone: the next command that opens the
+    sweep ends it KILLED (`_end_if_dead`), never a FINISHED sweep that is not."""
+    c = client(uri)
+    tags = {
+        HOST_TAG: os.uname().nodename,
+        PID_TAG: str(os.getpid()),
+        HELD_SINCE_TAG: str(int(time.time() * 1000)),
+    }
+    with interrupts_deferred():
+        c.log_batch(parent, tags=[RunTag(k, v) for k, v in tags.items()])
+        c.update_run(parent, status=RUNNING)
+
+
+def _end_if_dead(c: MlflowClient, parent) -> str:
+    """End a RUNNING parent whose holder (`hold_parent`), a process of this host, is gone:
+    KILLED. Returns the parent's status as it now stands. A holder on another host cannot be
+    checked: its parent stays RUNNING."""
+    from isolab.tracking.leases import process_alive
+
+    status, tags = parent.info.status, parent.data.tags
+    if status != RUNNING or tags.get(HOST_TAG) != os.uname().nodename:
+        return status
+    pid, since = tags.get(PID_TAG, ""), tags.get(HELD_SINCE_TAG, "")
+    if pid.isdigit() and process_alive(int(pid), int(since) if since.isdigit() else None):
+        return status
+    log.info("sweep parent %s: its runner (pid %s) is gone: ended KILLED", parent.info.run_id, pid)
+    c.set_terminated(parent.info.run_id, status=KILLED)
+    return KILLED
 
 
 def _find_parent(c: MlflowClient, exp_id: str, name: str):
@@ -80,6 +147,7 @@ def _find_or_create_parent(
 ) -> str:
     found = _find_parent(c, exp_id, name)
     if found is not None:
+        _end_if_dead(c, found)
         return found.info.run_id
     run_tags = {
         KIND_TAG: SWEEP_KIND,
@@ -120,6 +188,8 @@ def _finish(c: MlflowClient, exp_id: str, name: str, parent: str, interrupted: b
     if interrupted:  # not all its points ran: the sweep is not finished
         c.set_terminated(parent, status=KILLED, end_time=max(ends) if ends else None)
     if not children:
+        if not interrupted and c.get_run(parent).info.status == RUNNING:  # held, none ran
+            c.set_terminated(parent, status=FINISHED)
         return
     run = c.get_run(parent)
     if (

@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 
 import polars as pl
 
+from isolab.paths import first_link
 from isolab.tracking.columns import param_columns
 from isolab.vocab import METRIC_PREFIXES, RUN_ID, RUN_KEY
 
@@ -38,7 +39,13 @@ def read_snapshot(path: Path, statuses: Sequence[str] | None) -> pl.DataFrame:
     """The runs table of snapshot folder (or parquet file) `path`, only runs with a status in
     `statuses` (None: all)."""
     file = path / SNAPSHOT_FILE if path.is_dir() else path
-    df = pl.read_parquet(file)
+    try:
+        df = pl.read_parquet(file)
+    except Exception as exc:  # noqa: BLE001 - polars raises several kinds on a damaged file
+        raise ValueError(
+            f"{file}: not a readable snapshot ({type(exc).__name__}: {str(exc)[:200]}); export "
+            "it again (`isolab runs export EXPERIMENT`) or copy it whole"
+        ) from None
     if statuses is not None and "status" in df.columns:
         df = df.filter(pl.col("status").is_in(list(statuses)))
     return df
@@ -51,6 +58,7 @@ def export_runs(
     experiment: str | None = None,
     extra_meta: dict[str, Any] | None = None,
     history: pl.DataFrame | None = None,
+    root: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Write the runs table as a snapshot folder: ``runs.parquet`` + ``snapshot.json`` (and
     ``history.parquet``, every logged metric, when `history` from `load_history` is given).
@@ -59,20 +67,21 @@ def export_runs(
     params and which metrics (what `importing.import_runs` needs). Returns the folder.
 
     Each file is written whole or not at all (`_write_whole`), and never through a symbolic
-    link: a folder or file of the snapshot that is a link is a ValueError, before anything is
-    written.
+    link: a folder or file of the snapshot that is a link, or a folder between `root` (isolab's
+    `runs/`) and it, is a ValueError, before anything is written.
     """
     from isolab import __version__
 
     if df.height == 0:
         raise ValueError("the runs table is empty: nothing to export")
     dest = Path(dest)
-    for path in (dest, *(dest / name for name in (SNAPSHOT_FILE, HISTORY_FILE, SNAPSHOT_META))):
-        if path.is_symlink():  # it may lead out of the folder, onto a store or a config
-            raise ValueError(
-                f"{path} is a symbolic link (to {os.readlink(path)}): an export never writes "
-                "through one. Remove the link, or export to another folder."
-            )
+    files = (dest / name for name in (SNAPSHOT_FILE, HISTORY_FILE, SNAPSHOT_META))
+    link = first_link(dest, root) or next((f for f in files if f.is_symlink()), None)
+    if link is not None:  # it may lead out of the folder, onto a store or a config
+        raise ValueError(
+            f"{link} is a symbolic link (to {os.readlink(link)}): an export never writes "
+            "through one. Remove the link, or export to another folder."
+        )
     dest.mkdir(parents=True, exist_ok=True)
     _write_whole(dest / SNAPSHOT_FILE, lambda f: df.write_parquet(f, compression="zstd"))
     if history is not None and history.height:
@@ -156,7 +165,16 @@ def snapshot_experiment(meta: dict[str, Any]) -> str | None:
 
 
 def read_snapshot_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The snapshot's ``snapshot.json`` ({} when absent)."""
+    """The snapshot's ``snapshot.json`` ({} when absent); ValueError naming the file when it is
+    not a JSON object."""
     p = Path(path)
     meta = (p if p.is_dir() else p.parent) / SNAPSHOT_META
-    return json.loads(meta.read_text()) if meta.exists() else {}
+    if not meta.exists():
+        return {}
+    try:
+        data = json.loads(meta.read_bytes().decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{meta}: not valid JSON ({exc}); export the snapshot again") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{meta}: expected a JSON object; export the snapshot again")
+    return data

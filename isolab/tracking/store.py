@@ -10,6 +10,7 @@ locking a SQLite store `locks`'.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import tempfile
 from pathlib import Path
@@ -31,12 +32,91 @@ ARTIFACTS_FIX = (
 )
 
 
+#: The stores isolab reads and writes: MLflow's database stores and a tracking server. MLflow 3
+#: refuses the file store (`file://`, a bare folder); a scheme MLflow does not know raised its
+#: registry's exception deep inside the first client call.
+URI_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql", "http", "https", "databricks")
+URI_FORMS = (
+    "sqlite:///PATH/mlflow.db (a store in a file), http(s)://HOST:PORT (an `mlflow server`) "
+    "or postgresql://USER@HOST/DB"
+)
+#: How long a tracking server gets to answer once, before any work: MLflow's own client retries
+#: an unreachable one with backoff for over two minutes.
+SERVER_PROBE_S = 3.0
+
+
+class TrackingUriError(ValueError):
+    """A tracking URI isolab cannot use: the message names where it came from and the fix."""
+
+
+class StoreUnwritable(ValueError):
+    """A SQLite store this process cannot write (a read-only file, folder or mount), found
+    when it is made ready (`ready`), before any run exists: the message names it and the fix."""
+
+
+def check_uri(uri: str, source: str = "the tracking URI") -> str:
+    """`uri` if isolab can use it: a scheme of `URI_SCHEMES`, and a server that answers
+    (`server_problem`). `source` (`--tracking-uri`, `MLFLOW_TRACKING_URI`) starts the message
+    of the `TrackingUriError` raised otherwise."""
+    from isolab.userinput import brief
+
+    try:
+        scheme = urlparse(uri).scheme.split("+")[0].lower()  # postgresql+psycopg2://…
+    except ValueError as exc:  # `http://[::1`
+        raise TrackingUriError(
+            f"{source} {brief(uri)}: not a URI ({exc}); give {URI_FORMS}"
+        ) from None
+    if scheme in ("", "file"):
+        path = Path(unquote(urlparse(uri).path) if scheme else uri).resolve()
+        db = path if path.suffix in (".db", ".sqlite") else path / "mlflow.db"
+        raise TrackingUriError(
+            f"{source} {brief(uri)}: MLflow 3 no longer writes the file store; use a SQLite "
+            f"store, e.g. sqlite:///{db} (`mlflow migrate-filestore` moves old runs there)"
+        )
+    if scheme not in URI_SCHEMES:
+        raise TrackingUriError(
+            f"{source} {brief(uri)}: isolab does not know the scheme {scheme!r}; give {URI_FORMS}"
+        )
+    if scheme in ("http", "https"):
+        problem = server_problem(uri.rstrip("/"))
+        if problem:
+            raise TrackingUriError(
+                f"{source} {brief(uri)}: no MLflow server answers there ({problem}): is "
+                "`mlflow server` running, on that host and port? Or use a local store: "
+                "--tracking-uri sqlite:///runs/mlflow.db"
+            )
+    return uri
+
+
+@functools.cache
+def server_problem(uri: str, timeout_s: float = SERVER_PROBE_S) -> str | None:
+    """Why the server at `uri` did not answer `GET /health` within `timeout_s`, or None when it
+    did (a login in front of it, 401 or 403, counts: the client then says so). Once per
+    process; 404 is not an MLflow server, and 5xx one that MLflow's client would retry."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{uri}/health", timeout=timeout_s):
+            return None
+    except urllib.error.HTTPError as exc:
+        return None if exc.code in (401, 403) else f"GET /health answered HTTP {exc.code}"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, TimeoutError):
+            return f"no answer within {timeout_s:g} s"
+        return str(getattr(reason, "strerror", None) or reason)
+
+
 def resolve_uri(uri: str | None = None) -> str:
-    """Explicit URI, else `MLFLOW_TRACKING_URI`, else SQLite at `runs/mlflow.db` (absolute).
-    Nothing is created: a client (`client`) makes a SQLite store `ready` on first use."""
-    uri = uri or os.environ.get("MLFLOW_TRACKING_URI")
+    """Explicit URI, else `MLFLOW_TRACKING_URI`, else SQLite at `runs/mlflow.db` (absolute),
+    checked (`check_uri`). Nothing is created: a client (`client`) makes a SQLite store `ready`
+    on first use."""
     if uri:
-        return uri
+        return check_uri(uri)
+    uri = os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        return check_uri(uri, "MLFLOW_TRACKING_URI")
     db = default_db()
     db.parent.mkdir(parents=True, exist_ok=True)
     return f"{SQLITE_PREFIX}{db.resolve()}"
@@ -63,9 +143,28 @@ def ready(uri: str) -> str:
         note_opened(db)
     if uri in _READY or db is None:
         return uri
-    db.parent.mkdir(parents=True, exist_ok=True)
-    with store_lock(db):
-        MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+    fix = (
+        "runs are written there; use a store you can write (--tracking-uri "
+        "sqlite:///OTHER/mlflow.db), or read this one with `isolab frontier` / `isolab report`"
+    )
+    try:
+        db.parent.mkdir(parents=True, exist_ok=True)
+        # root passes chmod; a read-only mount says so here (EROFS), not at the first write
+        for path in (db, db.parent):
+            if path.exists() and not os.access(path, os.W_OK):
+                kind = "file" if path == db else "folder"
+                raise StoreUnwritable(f"the store's {kind} {path} is read-only: {fix}")
+        with store_lock(db):
+            MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+    except OSError as exc:  # the lock file beside the store, or its folder, cannot be made
+        where = exc.filename or db.parent
+        raise StoreUnwritable(
+            f"the store {db} cannot be written ({where}: {exc.strerror}): {fix}"
+        ) from None
+    except mlflow.exceptions.MlflowException as exc:
+        if "readonly database" not in str(exc):
+            raise
+        raise StoreUnwritable(f"the store {db} is read-only (SQLite: {exc}): {fix}") from None
     _READY.add(uri)
     return uri
 

@@ -27,6 +27,13 @@ PARENT_ENV = "ISOLAB_PARENT_RUN_ID"
 #: The process writing a run (a training run, a lease, an import): a RUNNING run whose process
 #: is gone is stale (`isolab.sweep.resume`, `isolab.tracking.leases`).
 HOST_TAG, PID_TAG = "isolab.host", "isolab.pid"
+#: On a run of an adaptive sweep whose arm the rule stopped: the rung, in rollouts. Such a run
+#: is done: no runner, adaptive or not, resumes or trains its run key again.
+STOPPED_AT_TAG = "isolab.adaptive.stopped_at"
+#: On a run of an adaptive sweep whose arm the rule stopped: why (`judge_rung`'s reason).
+STOP_REASON_TAG = "isolab.adaptive.reason"
+#: MLflow's status of an adaptive sweep's run paused at a rung, waiting to carry on.
+SCHEDULED = "SCHEDULED"
 #: On runs (and the sweep parent) an import wrote: the snapshot folder's name.
 IMPORTED_FROM_TAG = "isolab.imported_from"
 #: MLflow 3 opens an experiment on the page its kind asks for: these are model training runs

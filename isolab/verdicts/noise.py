@@ -96,13 +96,22 @@ def _beta_concentration(mean: float, fourth: float) -> float:
     return float(grid[np.argmin(np.abs(np.log(m4) - math.log(fourth)))])
 
 
+def _eval_size(rows: pl.DataFrame, column: str, default: int) -> int:
+    """The smallest positive `column` (eval_problems, eval_k_samples) of `rows`, `default`
+    where none is recorded (a snapshot's column of nulls raised TypeError in `int`)."""
+    if column not in rows.columns:
+        return default
+    values = rows[column].cast(pl.Float64, strict=False).drop_nulls()
+    values = values.filter(values >= 1)
+    return as_int(values.min()) if values.len() else default
+
+
 def noise_model(df: pl.DataFrame, metrics: tuple[str, ...] = DEFAULT_METRICS) -> dict[str, Noise]:
     """Per metric, the evaluation, training and total noise of one run's final value in `df`
     (one sweep, or one split of it)."""
     out = {}
     rows = final_rows(df, metrics[0])
-    P = as_int(rows["eval_problems"].min()) if "eval_problems" in rows.columns else 64
-    K = as_int(rows["eval_k_samples"].min()) if "eval_k_samples" in rows.columns else 8
+    P, K = _eval_size(rows, "eval_problems", 64), _eval_size(rows, "eval_k_samples", 8)
     avg = as_float(rows[EVAL_AVG].mean()) if EVAL_AVG in rows.columns else math.nan
     worst = as_float(rows[EVAL_WORST].mean()) if EVAL_WORST in rows.columns else math.nan
     has_counts = COUNTS in rows.columns and rows[COUNTS].null_count() < rows.height

@@ -11,6 +11,7 @@ import statistics
 import polars as pl
 
 from isolab import plots
+from isolab.plots.style import literal
 from isolab.study.analyses.report import figure_row
 from isolab.study.pages import html
 from isolab.study.pages.figures import plot_difference, plot_frontiers
@@ -40,6 +41,7 @@ def compare_page(
     """Runs tables `a` and `b` (FINISHED runs, named `names`) compared at equal compute `x` on
     `metric`, as one self-contained page."""
     groups, only = shared_settings(a, b)
+    drawn = (literal(names[0]), literal(names[1]))  # in figures: `$` is not math there
     lim = _shared_limits(a, b, x)
     figures, summary, parts, own = 0, [], [], []
     for label, sa, sb in groups:
@@ -48,9 +50,9 @@ def compare_page(
         noise = _noise(label, sa, sb, metric)
         summary += [noise] if noise else []
         fig, (ax_f, ax_d) = figure_row(2, 6.0, 4.2)
-        fronts = {names[0]: seed_frontier(sa, x, metric), names[1]: seed_frontier(sb, x, metric)}
+        fronts = {drawn[0]: seed_frontier(sa, x, metric), drawn[1]: seed_frontier(sb, x, metric)}
         plot_frontiers(fronts, ax_f, x=x, y=metric)
-        plot_difference(table, ax_d, x=x, y=metric, title=f"B = {names[1]} minus A = {names[0]}")
+        plot_difference(table, ax_d, x=x, y=metric, title=f"B = {drawn[1]} minus A = {drawn[0]}")
         _share_x(fig, lim)
         parts.append(
             _heading(label)
@@ -58,7 +60,7 @@ def compare_page(
             + html.table(_signed(table), f"{short(metric)} at equal compute", fold=50)
         )
         fig, axes = figure_row(2, 6.0, 4.2)
-        for ax, sdf, name in zip(axes, (sa, sb), names, strict=True):
+        for ax, sdf, name in zip(axes, (sa, sb), drawn, strict=True):
             plots.plot_frontier(sdf, ax, x=x, y=metric)
             ax.set_title(name, fontsize="small")
         lo = min(ax.get_ylim()[0] for ax in axes)
