@@ -11,7 +11,7 @@ from typing import Any, cast
 import polars as pl
 
 from isolab.config import ADDED_FIELDS, RunConfig
-from isolab.vocab import RUN_ID, RUN_KEY, STEP
+from isolab.vocab import LR_SUM, RUN_ID, RUN_KEY, STEP
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +80,20 @@ def with_added_defaults(df: pl.DataFrame) -> pl.DataFrame:
         else:
             fills.append(value.alias(name))
     return df.with_columns(fills) if fills else df
+
+
+def with_lr_sum(df: pl.DataFrame) -> pl.DataFrame:
+    """`LR_SUM` (Σlr, the learning rate summed over the optimizer steps done) on every row: as
+    logged, and for runs that never logged it (runs before it existed, committed snapshots)
+    derived as lr · step — isolab's schedule is constant with no warm-up (`isolab.rl.train`),
+    so each of the `step` optimizer steps applies the resolved `lr`. A table without `lr` or
+    `step` (imported runs) is returned as it is."""
+    if "lr" not in df.columns or STEP not in df.columns:
+        return df
+    derived = pl.col("lr").cast(pl.Float64) * pl.col(STEP).cast(pl.Float64)
+    if LR_SUM in df.columns:
+        derived = pl.col(LR_SUM).cast(pl.Float64).fill_null(derived)
+    return df.with_columns(derived.alias(LR_SUM))
 
 
 # Columns that define a configuration (everything swept except the seed): those present in a

@@ -55,11 +55,18 @@ MFU_LEARNING = "mfu/learning"
 MFU_RUN = "mfu/run"
 DEFAULT_X = ROLLOUTS
 DEFAULT_Y = EVAL_AVG
-#: Cumulative model FLOPs (flops/), hardware FLOPs with recompute (flops_hw/), compute/, eval/:
-#: the metric families a runs table keeps (per-step flops_step/ and TRL's own are left out).
+
+# ---- optimizer progress -------------------------------------------------------------------------
+#: Σlr = Σ_steps lr: the learning rate summed over the optimizer steps done (the schedule is
+#: constant, so lr · step). Under the √B rule Σlr ∝ C/√B: at equal compute a larger n takes
+#: fewer updates, and Σlr separates "fewer updates" from "other updates" (issue 45).
+OPTIM_PREFIX = "optim/"
+LR_SUM = f"{OPTIM_PREFIX}lr_sum"
+#: Cumulative model FLOPs (flops/), hardware FLOPs with recompute (flops_hw/), compute/, eval/,
+#: optim/: the metric families a runs table keeps (per-step flops_step/ and TRL's own are left out).
 #: Metrics of the extra evaluation sets (`RunConfig.eval_sets`): `eval-<name>/avg@4` …
 EVAL_SET_PREFIX = "eval-"
-METRIC_PREFIXES = ("compute/", "flops/", "flops_hw/", EVAL_PREFIX, EVAL_SET_PREFIX)
+METRIC_PREFIXES = ("compute/", "flops/", "flops_hw/", EVAL_PREFIX, EVAL_SET_PREFIX, OPTIM_PREFIX)
 
 # ---- reward systems -----------------------------------------------------------------------------
 #: Rule-based rewards: a verifier's check, no model in the loop, no reward FLOPs.

@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 
 from isolab.synthetic import make_isocompute_runs
-from isolab.table import with_added_defaults
+from isolab.table import with_added_defaults, with_lr_sum
 from isolab.tracking.importing import import_runs
 from isolab.tracking.runs import load_runs
 from isolab.tracking.snapshot import SNAPSHOT_FILE, export_runs
@@ -78,7 +78,7 @@ def test_a_failed_export_leaves_the_previous_snapshot(tmp_path, monkeypatch) -> 
     with pytest.raises(OSError, match="No space left"):
         export_runs(first.with_columns(pl.col("step") + 1), dest)
     monkeypatch.undo()
-    assert load_runs(dest, statuses=None).equals(with_added_defaults(first))
+    assert load_runs(dest, statuses=None).equals(with_lr_sum(with_added_defaults(first)))
     assert sorted(p.name for p in dest.iterdir()) == ["runs.parquet", "snapshot.json"]
 
 

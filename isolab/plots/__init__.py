@@ -9,6 +9,7 @@ One module per subject, every name importable from here (``plots.plot_frontier(d
 - `rho`: reward against ρ at equal FLOPs, and the RACE pilot (arXiv 2607.13389);
 - `curves`: seed-averaged learning curves, finals against a swept value, what a budget bought;
 - `interference`: forgetting events against compute per n, per-problem curves (notebook 07);
+- `progress`: reward against optimizer progress (the summed learning rate Σlr), per n;
 - `adaptive`: an adaptive sweep replayed on a grid's curves: its n* and compute against the grid's;
 - `style`: the colour map of n, axis labels with units, the empty panel, readable log axes.
 """
@@ -22,6 +23,7 @@ from isolab.plots.interference import (
     plot_problem_curves,
     problem_rates,
 )
+from isolab.plots.progress import plot_lr_sum
 from isolab.plots.rho import plot_race, plot_rho_frontier
 from isolab.plots.style import AXIS_LABELS, CMAP, empty_panel, label, n_colorbar, n_norm, tidy
 
@@ -36,6 +38,7 @@ __all__ = [
     "plot_adaptive_compute",
     "plot_adaptive_path",
     "plot_bought",
+    "plot_lr_sum",
     "plot_curves",
     "plot_excess_vs_gain",
     "plot_final",

@@ -36,6 +36,7 @@ from isolab.vocab import (
     FLOPS_EVAL,
     FLOPS_JUDGE,
     FLOPS_TOTAL,
+    LR_SUM,
     MFU_LEARNING,
     MFU_RUN,
     MFU_SEARCH,
@@ -324,11 +325,18 @@ def make_callback(
             metrics = evaluator(model, 0, max_new_tokens)
             results["base_eval"] = metrics
             results["last_eval"] = metrics
-            start = {ROLLOUTS: 0.0, FLOPS_TOTAL: 0.0, **_eval_flops(ledger, cfg)}
+            start = {ROLLOUTS: 0.0, FLOPS_TOTAL: 0.0, LR_SUM: 0.0, **_eval_flops(ledger, cfg)}
             logger.log_metrics({**metrics, **start}, step=0)
             logger.flush()
             ranks.barrier()
             clock.restart()  # evaluation is not training time
+
+        def on_step_begin(self, args, state, control, optimizer=None, **kw):
+            # Σlr: the learning rate this optimizer step applies, summed (kept in `results`,
+            # which a checkpoint saves, so a resumed run continues the sum)
+            if optimizer is not None:
+                lr = float(optimizer.param_groups[0]["lr"])
+                results["lr_sum"] = results.get("lr_sum", 0.0) + lr
 
         def on_step_end(self, args, state, control, model=None, **kw):
             if STOP.is_set():  # a stop request whose KeyboardInterrupt something swallowed
@@ -358,6 +366,7 @@ def make_callback(
                 ev = evaluator(model, step, max_new_tokens)
                 results["last_eval"] = ev
                 metrics = {**metrics, **ev, **_eval_flops(ledger, cfg)}
+                metrics[LR_SUM] = results.get("lr_sum", 0.0)
                 logger.log_metrics(metrics, step=step)
                 logger.flush()  # an evaluation point is a finished result: never lose it
                 if checkpointing is not None and step < total_steps:

@@ -25,7 +25,7 @@ from typing import Any
 import polars as pl
 
 from isolab.paths import default_db
-from isolab.table import param_types, with_added_defaults
+from isolab.table import param_types, with_added_defaults, with_lr_sum
 from isolab.tracking.columns import (
     COUNTS,
     META_COLUMNS,
@@ -95,12 +95,14 @@ def load_runs(
         FileNotFoundError / ValueError naming what is missing (no store, no experiment, no runs).
     """
     if is_snapshot(source):
-        return with_added_defaults(read_snapshot(Path(source), statuses))
+        return with_lr_sum(with_added_defaults(read_snapshot(Path(source), statuses)))
     if isinstance(source, Path) or str(source).endswith(".parquet"):
         raise FileNotFoundError(
             f"snapshot {source} not found (expected a folder with {SNAPSHOT_FILE})"
         )
-    return with_added_defaults(_read_mlflow(str(source), tracking_uri, statuses, workers))
+    return with_lr_sum(
+        with_added_defaults(_read_mlflow(str(source), tracking_uri, statuses, workers))
+    )
 
 
 def _experiment(client: Any, name: str, uri: str) -> Any:

@@ -13,7 +13,8 @@ A newcomer's map, from the claim down to the numbers:
   with compute), `saturation` (the pre-registered plateau gate of nstar's long runs),
   `fixed_batch` (n against B_p within fixed-B pairs; B_p's equivalence test), `mechanism`
   (best@k / worst@k per unit of avg@4 along n beyond the compute mapping), `rho_optimum` (ρ*
-  per class as a located optimum in logit ρ);
+  per class as a located optimum in logit ρ); `matched` (each n-claim's secondary readings: n's
+  effect at equal compute, at equal summed learning rate Σlr and at equal avg@4);
 - what they are built on: `cells` (seed variance within configurations, OLS fits on one mean per
   configuration), `ols` (the robust regression, HC3), `noise` (evaluation
   and training noise per metric);

@@ -40,3 +40,20 @@ def hc3_arrays(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, in
         omega = np.where(h < 1 - 1e-10, e**2 / (1 - h) ** 2, np.nan)
     cov = XtX_inv @ (X.T * omega) @ X @ XtX_inv
     return beta, cov, len(y) - int(np.linalg.matrix_rank(X))
+
+
+def cluster_ols(formula: str, data, groups):
+    """OLS with standard errors clustered on `groups` (statsmodels' CR1, t on clusters − 1
+    df): for rows that are not independent, such as the checkpoints of one run, whose luck
+    (its seed's data order, its early updates) persists from one evaluation to the next. HC3
+    on such rows counts every checkpoint as new evidence and is too narrow. A rank-deficient
+    design is fitted (pseudo-inverse) without a warning: the caller checks the rank."""
+    import pandas as pd
+    import statsmodels.formula.api as smf
+
+    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore", UserWarning)  # a rank-deficient design: callers check
+        return smf.ols(formula, pd.DataFrame(data)).fit(
+            cov_type="cluster", cov_kwds={"groups": np.asarray(groups)}, use_t=True
+        )

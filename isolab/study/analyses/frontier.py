@@ -12,6 +12,7 @@ from isolab import frontier as fr
 from isolab import plots
 from isolab.study.analyses.report import Report, figure_row
 from isolab.table import as_float
+from isolab.verdicts import matched
 from isolab.vocab import FLOPS_TOTAL, RHO
 
 
@@ -38,6 +39,17 @@ def busiest_batch(df: pl.DataFrame) -> int | None:
         .sort(["len", "B"], descending=[True, True])
     )
     return int(splits["B"][0]) if splits.height and splits["len"][0] > 1 else None
+
+
+def _matched_reading(rep: Report, sdf: pl.DataFrame, metric: str, suffix: str, title: str) -> None:
+    """n at equal compute, at equal updates (Σlr) and at equal avg@4 (`isolab.verdicts.matched`),
+    with the figure of `metric` against Σlr coloured by n (issue 45)."""
+    fig, (ax,) = figure_row(1, 7.0, 4.5)
+    plots.plot_lr_sum(sdf, ax, y=metric)
+    rep.figures[f"lr_sum{suffix}"] = fig
+    text, numbers = matched.readings(sdf, metric, prefix="")
+    rep.findings[f"matched{suffix}"] = numbers
+    rep.summary.append(f"n at matched compute, updates and reward{title}: {text}")
 
 
 def frontier_report(
@@ -76,6 +88,7 @@ def frontier_report(
             fig, (ax,) = figure_row(1, 7.0, 4.5)
             draw(ax)
             rep.figures[f"{fig_name}{suffix}"] = fig
+        _matched_reading(rep, sdf, metric, suffix, title)
         B = batch if batch is not None else busiest_batch(sdf)
         if B is not None:
             trade = fr.tradeoff_fixed_batch(sdf, B, y=metric)

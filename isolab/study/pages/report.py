@@ -79,6 +79,12 @@ def report_page(
         sections.append(
             ("tradeoff", "n against B_p at a fixed batch", _tradeoff(rep, groups, figures))
         )
+    progress = [figures.add(rep.figures[f"lr_sum{_suffix(label)}"], f"{label} {short(metric)} "
+                            "against Σlr (learning rate summed over the updates), colour = n")
+                for label, _ in groups if f"lr_sum{_suffix(label)}" in rep.figures]  # fmt: skip
+    if progress:
+        sections.append(("progress", "Reward against optimizer progress (Σlr)",
+                         f'<div class="row">{"".join(progress)}</div>'))  # fmt: skip
     if "rho_frontier" in rep.figures:
         rho = figures.add(rep.figures["rho_frontier"], "reward against ρ at equal FLOPs")
         sections.append(("rho", "ρ frontier", rho + html.table(rep.tables["rho_frontier"])))
