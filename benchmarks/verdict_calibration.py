@@ -21,8 +21,9 @@ equivalence claim, the effect at its margin) and each structured null that appli
 (`isolab.verdicts.calibration.STRUCTURED_NULLS`), where a call is a false call (for an
 equivalence claim, only an `agrees`); and the planted effect, where an `agrees` is a detection.
 Target: false calls ≤ 5%; the bound printed is the one-sided 95% Clopper–Pearson upper bound
-of the rate. The shift test of nstar.grows_* is also run without its saturation gate
-(`ungated`: how it behaves where the gate lets it run). `--gate N` adds the saturation gate's
+of the rate. The test of nstar.grows_* (the crossing test, issue 45) is also run without its
+saturation gate (`ungated`: how it behaves where the gate lets it run); its own calibration on
+`IsoComputeLaw` worlds, and the gate's on planted breaks, is `benchmarks/nstar_calibration.py`. `--gate N` adds the saturation gate's
 pass rate at a plateau and when n = 4 still gains 0.02 per doubling, with `long` run under 3 and
 under 8 seeds.
 """

@@ -101,6 +101,57 @@ class IsoComputeLaw:
         return float(grid[np.argmax(self.A(grid))])
 
 
+@dataclass(frozen=True)
+class FixedOptimumLaw:
+    """A structured null of "n* grows" (issue 45): the best n is `n_o` at every compute, and
+    only how fast and how high each other n rises differs.
+
+    ``R(C; n) = R0 + (A(n) − R0) / (1 + (C_mid(n) / C)^B)`` with x = log2 n − log2 n_o,
+    ``A(n) = A_max − c_lo·min(x, 0)² − c_hi·max(x, 0)²`` and ``C_mid(n) = C_mid_ref·
+    2^(g_lo·max(−x, 0) + g_hi·max(x, 0))``: n_o has the highest plateau and rises fastest, so it
+    is the argmax at every C. With `c_hi` small and `g_hi` large, an n above n_o is slow but
+    nearly as high, and overtakes an n below it that is fast but low: two non-optimal arms
+    cross while n* stays put. `c_lo = c_hi = 0` and `n_o` the grid's smallest n: every n
+    reaches one plateau and a larger n is only slower (late ties). B_p does not matter.
+    """
+
+    n_o: float = 8.0
+    R0: float = 0.2
+    A_max: float = 0.7
+    c_lo: float = 0.02
+    c_hi: float = 0.02
+    C_mid_ref: float = 2e3
+    g_lo: float = 0.5
+    g_hi: float = 0.5
+    B: float = 1.5
+
+    def _x(self, n: np.ndarray | float) -> np.ndarray:
+        return np.log2(np.asarray(n, dtype=float)) - math.log2(self.n_o)
+
+    def A(self, n: np.ndarray | float) -> np.ndarray:
+        x = self._x(n)
+        return self.A_max - self.c_lo * np.minimum(x, 0) ** 2 - self.c_hi * np.maximum(x, 0) ** 2
+
+    def C_mid(self, n: np.ndarray | float) -> np.ndarray:
+        x = self._x(n)
+        return self.C_mid_ref * 2.0 ** (
+            self.g_lo * np.maximum(-x, 0) + self.g_hi * np.maximum(x, 0)
+        )
+
+    def reward(
+        self, C: np.ndarray | float, n: np.ndarray | float, B_p: np.ndarray | float | None = None
+    ) -> np.ndarray:
+        C = np.asarray(C, dtype=float)
+        with np.errstate(divide="ignore"):
+            s = 1.0 / (1.0 + np.exp(self.B * (np.log(self.C_mid(n)) - np.log(C))))
+        return self.R0 + (self.A(n) - self.R0) * s
+
+    def n_star(self, C: np.ndarray | float, n_grid: Sequence[int] = N_GRID) -> np.ndarray:
+        C = np.atleast_1d(np.asarray(C, dtype=float))
+        grid = np.asarray(n_grid, dtype=float)
+        return grid[np.argmax(self.reward(C[:, None], grid[None, :]), axis=1)]
+
+
 def isocompute_laws() -> dict[str, IsoComputeLaw]:
     """An Easy-set-like family: larger n lifts worst@4 most and best@4 least (IsoCompute §5)."""
     return {
@@ -125,7 +176,7 @@ def _eval_steps(M: int, eval_points: int) -> np.ndarray:
 
 
 def make_isocompute_runs(
-    laws: Mapping[str, IsoComputeLaw] | None = None,
+    laws: Mapping[str, IsoComputeLaw | FixedOptimumLaw] | None = None,
     *,
     n_grid: Sequence[int] = N_GRID,
     B_p_grid: Sequence[int] = B_P_GRID,
@@ -135,6 +186,8 @@ def make_isocompute_runs(
     eval_points: int = 50,
     noise: float = 0.02,
     max_runs: int | None = None,
+    checkpoints: Sequence[float] | None = None,
+    seed_sd: float = 0.0,
     experiment: str = "synthetic-isocompute",
     model: str = "tiny-m",
     split: str = "easy",
@@ -147,6 +200,13 @@ def make_isocompute_runs(
     evaluated at `eval_points` log-spaced steps (step 0 included). Each metric of `laws` is
     ``law.reward(C, n, B_p) + N(0, noise²)`` clipped to [0, 1]; FLOP columns follow a fixed cost
     per rollout. `max_runs` truncates the grid (configs first, then seeds).
+
+    `checkpoints` (rollouts): evaluate every run at step 0 and at the first step at which it
+    reaches each of them, as isolab sweeps place `eval_at_rollouts`, instead of `eval_points`
+    log-spaced steps (then the runs of every configuration share their checkpoints).
+    `seed_sd`: each run also draws a training offset, ``seed_sd·z·sqrt(step / M)``, shared by
+    its checkpoints (as `isolab.verdicts.worlds.simulate_world` draws one): a run that is lucky
+    early is lucky later.
     """
     laws = dict(laws or isocompute_laws())
     rng = np.random.default_rng(seed)
@@ -160,9 +220,14 @@ def make_isocompute_runs(
     for n, bp, s in runs:
         B = n * bp
         M = max(budget_rollouts // B, 1)
-        steps = _eval_steps(M, eval_points)
+        if checkpoints is None:
+            steps = _eval_steps(M, eval_points)
+        else:
+            at = {min(-(-int(c) // B), M) for c in checkpoints}
+            steps = np.array(sorted({0, M} | at), dtype=int)
         k = len(steps)
         C = (B * steps).astype(float)
+        offset = seed_sd * rng.standard_normal() * np.sqrt(steps / M) if seed_sd else 0.0
         lr = 3e-4 * math.sqrt(B / 64)
         key = _run_key((experiment, model, split, reward, n, bp, M, s))
         row = {
@@ -192,11 +257,74 @@ def make_isocompute_runs(
             RHO: np.full(k, 2.4e7 / (7.9e6 + 2.4e7)),
         }
         for metric, law in laws.items():
-            r = law.reward(C, n, bp) + rng.normal(0.0, noise, k)
+            r = law.reward(C, n, bp) + offset + rng.normal(0.0, noise, k)
             row[metric] = np.clip(r, 0.0, 1.0)
         for name, value in row.items():
             cols.setdefault(name, []).append(value)
     return pl.DataFrame({name: np.concatenate(parts) for name, parts in cols.items()})
+
+
+@dataclass(frozen=True)
+class PlateauLaw:
+    """A learning curve that rises and then stops: the saturation gate's planted world (issue
+    45). avg@4 = ``start + gain·(min(log2 C, break_log2C) − first_log2C)`` for C at or beyond
+    the first checkpoint (a broken stick in log2 C): `gain` per doubling up to the break, flat
+    after it. `gain = 0` is a curve flat from the start, `break_log2C` beyond the last
+    checkpoint one still rising at the end."""
+
+    break_log2C: float = 13.0
+    gain: float = 0.04
+    start: float = 0.3
+    first_log2C: float = 8.0
+
+    def reward(self, C: np.ndarray | float) -> np.ndarray:
+        lc = np.log2(np.maximum(np.asarray(C, dtype=float), 1.0))
+        rise = np.minimum(lc, self.break_log2C) - self.first_log2C
+        return self.start + self.gain * np.maximum(rise, 0.0)
+
+
+def make_plateau_runs(
+    law: PlateauLaw,
+    *,
+    last_log2C: float = 17.0,
+    per_doubling: int = 1,
+    seeds: int = 3,
+    eval_sd: float = 0.005,
+    seed_sd: float = 0.015,
+    n_grid: Sequence[int] = (2, 4, 8, 16, 32, 64, 128),
+    B_p: int = 16,
+    metric: str = EVAL_AVG,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Runs of every n of `n_grid` (B_p fixed) on the same `law`, evaluated at step 0 and at
+    `per_doubling` checkpoints per doubling of C from 2^first_log2C to 2^last_log2C (1: as
+    runs/nstar/cpu/long, 2: the half doublings of the planned scout). Each evaluation adds
+    N(0, eval_sd²); each run a training offset ``seed_sd·z·sqrt(C / C_max)`` (the form of
+    `isolab.verdicts.worlds.simulate_world`). The gate reads n = 4; the other n lend the
+    seed variance of slopes, as `main` does."""
+    rng = np.random.default_rng(seed)
+    lcs = (
+        law.first_log2C
+        + np.arange(int(round((last_log2C - law.first_log2C) * per_doubling)) + 1) / per_doubling
+    )
+    C = np.concatenate([[0.0], 2.0**lcs])
+    mean = np.concatenate([[law.start - law.gain], law.reward(C[1:])])
+    frac = np.sqrt(C / C[-1])
+    parts = []
+    for n in n_grid:
+        for s in range(seeds):
+            key = _run_key(("plateau", n, B_p, s))
+            value = (
+                mean
+                + seed_sd * rng.standard_normal() * frac
+                + eval_sd * rng.standard_normal(len(C))
+            )
+            parts.append(pl.DataFrame({
+                "run_key": key, "split": "easy", "n": n, "B_p": B_p, "seed": s,
+                "step": np.arange(len(C)), ROLLOUTS: C, metric: np.clip(value, 0.0, 1.0),
+                "eval_problems": 300, "eval_k_samples": 16,
+            }))  # fmt: skip
+    return pl.concat(parts)
 
 
 @dataclass(frozen=True)

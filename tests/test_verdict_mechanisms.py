@@ -86,7 +86,8 @@ def test_a_mechanism_of_n_is_measured_against_the_compute_mapping():
 
 def test_structured_nulls_map_claims_and_accept_worlds_of_their_own():
     assert nulls_for("nstar.grows_easy") == [
-        "fixed-optimum", "fixed-optimum-edge", "compute-shift-rising", "compute-shift-peaked"
+        "fixed-optimum", "fixed-optimum-edge", "compute-shift-rising", "compute-shift-peaked",
+        "compute-shift-slower", "fixed-optimum-arms-cross",
     ]  # fmt: skip
     assert nulls_for("bestk.best_hard") == ["one-mapping"]
     assert nulls_for("rho.rule_above_model") == ["rho-low-edge"]

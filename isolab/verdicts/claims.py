@@ -14,13 +14,15 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
-from isolab.table import one_pool
+from isolab.table import one_pool, with_lr_sum
 from isolab.tracking.columns import COUNTS, counts_column
 from isolab.verdicts import (
     contrasts,
+    crossing,
     curves,
     fixed_batch,
     interference,
+    matched,
     mechanism,
     mixtures,
     race,
@@ -32,7 +34,16 @@ from isolab.verdicts import (
 )
 from isolab.verdicts.result import ALPHA, CI_LEVEL, StatResult, t_quantile
 from isolab.verdicts.verdict import Call, Verdict, decide
-from isolab.vocab import EVAL_AVG, EVAL_BEST, EVAL_JUDGE, EVAL_WORST, ROLLOUTS
+from isolab.vocab import (
+    EVAL_AVG,
+    EVAL_BEST,
+    EVAL_JUDGE,
+    EVAL_WORST,
+    LR_SUM,
+    ROLLOUTS,
+    RUN_KEY,
+    STEP,
+)
 
 Y = EVAL_AVG
 X = ROLLOUTS
@@ -127,17 +138,45 @@ def nstar_vertices(data: Data, split: str) -> tuple[StatResult, pl.DataFrame, sa
     return result, table, gate
 
 
+def nstar_crossing(data: Data, split: str) -> tuple[StatResult, pl.DataFrame, saturation.Gate]:
+    """The crossing test of "n* grows" on `split` (`isolab.verdicts.crossing.crossing_test`,
+    every checkpoint of `main`), its table of advantages with their joint bands, and the
+    gate."""
+    gate = nstar_gate(data, split)
+    result, table = crossing.crossing_test(_split(data["main"], split), Y)
+    return result, table, gate
+
+
+def _vertex_reading(result: StatResult) -> str:
+    """The vertex slope (`isolab.verdicts.vertex.vertex_shift`), as a secondary sentence."""
+    if not result.ran or result.interval is None:
+        return f"secondary reading (vertex slope): {result.note}"
+    return (
+        f"secondary reading (vertex slope): {result.estimate:+.2g} doublings of n* per doubling "
+        f"of C ({CI_LEVEL} CI [{result.interval[0]:+.2g}, {result.interval[1]:+.2g}], p = "
+        f"{result.p_value:.2g})"
+    )
+
+
 def _nstar_grows(split: str) -> Callable[[Data], StatResult]:
+    """The crossing test where the saturation gate passes (issue 45); untested at this scale
+    where it does not, with the crossing test's own reading, the vertex slope and the two-stage
+    interaction as secondary readings."""
+
     def run(data: Data) -> StatResult:
-        result, _, gate = nstar_vertices(data, split)
-        secondary = _secondary(_split(data["main"], split))
+        result, _, gate = nstar_crossing(data, split)
+        main = _split(data["main"], split)
+        secondary = _secondary(main)
         if not gate.passed:
             why = gate.reason if gate.reason.startswith("untested") else (
                 f"untested at this scale: {gate.reason}"
             )  # fmt: skip
-            return StatResult.refused(f"{why}; {secondary}", result.n_runs, result.test)
+            reading = f"secondary reading ({crossing.crossing_summary(result)})"
+            return StatResult.refused(f"{why}; {reading}; {secondary}", result.n_runs, result.test)
+        from_C = gate.C_sat / 4 if gate.C_sat is not None else None
+        slope = _vertex_reading(vertex.vertex_shift(main, Y, from_C)[0])
         return replace(
-            result, note="; ".join(x for x in (result.note, gate.reason, secondary) if x)
+            result, note="; ".join(x for x in (result.note, gate.reason, slope, secondary) if x)
         )
 
     return run
@@ -277,7 +316,10 @@ FORGETTING_TEXT = (
     "a larger n lowers forgetting events per unit of compute: it spreads updates over problems "
     "and mitigates interference better than more sequential steps M (Playbook)"
 )
-NSTAR_SHIFT = "doublings of n* per doubling of C (slope of log2 n* on log2 C)"
+NSTAR_SHIFT = (
+    "doublings of n between the crossing's winners (log2 n_b − log2 n_a; > 0: n* grows, < 0: "
+    "it falls)"
+)
 CLAIMS: dict[str, Claim] = {
     c.id: c
     for c in (
@@ -495,6 +537,96 @@ CLAIMS: dict[str, Claim] = {
 }
 
 
+Reading = Callable[[Data], str]
+
+
+def _matched(
+    sweep: str,
+    split: str | None,
+    metric: str = Y,
+    term: str = "main",
+    level: str = Y,
+    factor: str = "n",
+) -> Reading:
+    """The claim's readings at equal C, equal Σlr and equal `level` (`isolab.verdicts.matched`)
+    on `split` of `sweep`."""
+
+    def read(data: Data) -> str:
+        df = _split(data[sweep], split)
+        return matched.readings(df, metric, factor, term, level=level)[0]
+
+    return read
+
+
+def _matched_per_split(factor: str = "n") -> Reading:
+    """`_matched` on `main`'s Easy and Hard splits, side by side."""
+
+    def read(data: Data) -> str:
+        parts = [matched.readings(_split(data["main"], s), Y, factor, prefix=f"{s.capitalize()}, ")[0]
+                 for s in ("easy", "hard")]  # fmt: skip
+        return "secondary readings (issue 45): " + "; ".join(parts)
+
+    return read
+
+
+def _never_matched(data: Data) -> str:
+    df = _split(data["never"], "never")
+    best, avg = mixtures.coverage_metric(df, "best"), mixtures.coverage_metric(df, "avg")
+    if best is None or avg is None:
+        return ""
+    return matched.readings(df, best, level=avg)[0]
+
+
+def _forgetting_matched(split: str, sweep: str = "main", counts: str = COUNTS) -> Reading:
+    """The interference claim's readings: its own test holds mean gain and level equal (a
+    reading at equal avg@4); beside it, every interval C → 2C of every run (not only those all
+    runs share, which fix Σlr by n and B_p) with the excess share regressed on log2 n at equal
+    gain and level, at equal C and at equal Σlr (each at the interval's end)."""
+
+    def read(data: Data) -> str:
+        df = with_lr_sum(_split(data[sweep], split))
+        iv = interference.intervals(df, counts) if counts in df.columns else pl.DataFrame()
+        head = ("secondary readings (issue 45): at equal avg@4: the test itself compares runs at "
+                "equal mean gain and level")  # fmt: skip
+        if not iv.height or LR_SUM not in df.columns:
+            return head
+        ends = df.select(RUN_KEY, pl.col(X).cast(pl.Float64).alias("C_to"), STEP, LR_SUM, X)
+        frame = iv.with_columns(pl.col("C_to").cast(pl.Float64)).join(ends, on=[RUN_KEY, "C_to"])
+        adj = interference.ADJUST
+        at_c = matched.factor_effect(frame, "excess", X, adjust=adj)
+        at_lr = matched.factor_effect(frame, "excess", LR_SUM, adjust=adj)
+        return (
+            f"{head}; over every interval C → 2C, at equal gain and level, excess share per "
+            f"doubling of n at equal C: {matched.describe(at_c)}; at equal Σlr: "
+            f"{matched.describe(at_lr)}"
+        )
+
+    return read
+
+
+#: Each n-claim's secondary readings — its effect at equal compute, at equal summed learning
+#: rate Σlr (equal optimizer progress) and at equal avg@4 (`isolab.verdicts.matched`) — added
+#: to its note by `evaluate`, beside the claim's own test (the call does not use them). The
+#: simulated worlds of the calibration run `Claim.run` only, without these.
+MATCHED: dict[str, Reading] = {
+    "nstar.grows_easy": _matched("main", "easy", term="slope"),
+    "nstar.grows_hard": _matched("main", "hard", term="slope"),
+    "nstar.easy_above_hard": _matched_per_split(),
+    "nvsbp.more_n_with_steps": _matched("main", "easy", term="slope"),
+    "nvsbp.nonmonotone_hard": _matched("main", "hard", term="curvature"),
+    "nvsbp.bp_matters_little": _matched_per_split("B_p"),
+    "bestk.worst_easy": _matched("main", "easy", EVAL_WORST),
+    "bestk.best_hard": _matched("main", "hard", EVAL_BEST),
+    "interference.less_forgetting_easy": _forgetting_matched("easy"),
+    "interference.less_forgetting_hard": _forgetting_matched("hard"),
+    "interference.less_forgetting_seen": _forgetting_matched("easy", "seen", SEEN_COUNTS),
+    "targets.different_nstar": _matched("targets", "hard", targets.SHIFTED),
+    "targets.judge_nstar": _matched("judge", "hard", EVAL_JUDGE),
+    "mixtures.nstar_between": _matched("mix", mixtures.MIX),
+    "mixtures.never_coverage": _never_matched,
+}
+
+
 def _call(claim: Claim, result: StatResult) -> tuple[Call, float | None]:
     """The call and the p-value it rests on (see `decide`; a share must be 1 to agree; an
     equivalence (`≈ 0`) agrees when its two one-sided tests put the effect inside the margin,
@@ -535,7 +667,8 @@ def verdict(claim: Claim, result: StatResult) -> Verdict:
 
 def evaluate(study: str, data: Data) -> list[Verdict]:
     """Every claim of `study` tested on its runs tables (a claim whose sweep is missing from
-    `data` is inconclusive with that reason)."""
+    `data` is inconclusive with that reason), each n-claim's note followed by its readings at
+    equal C, Σlr and avg@4 (`MATCHED`)."""
     out = []
     for claim in CLAIMS.values():
         if claim.study != study:
@@ -544,6 +677,13 @@ def evaluate(study: str, data: Data) -> list[Verdict]:
             result = claim.run(data)
         except KeyError as missing:
             result = StatResult.refused(f"sweep {missing} is not in the data")
+        reading = MATCHED.get(claim.id)
+        try:
+            extra = reading(data) if reading is not None else ""
+        except KeyError:  # the sweep is missing: the claim's note says so already
+            extra = ""
+        if extra:
+            result = replace(result, note="; ".join(x for x in (result.note, extra) if x))
         out.append(verdict(claim, result))
     return out
 
