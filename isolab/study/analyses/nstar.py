@@ -150,6 +150,18 @@ def _nstar_by_split(df: pl.DataFrame, scale: str) -> dict[str, fr.NStarResult]:
 FLAT_MARGIN = 0.25
 
 
+def progress_figure(main: pl.DataFrame):
+    """avg@4 against Σlr (the learning rate summed over the updates) per split, one colour per
+    n (issue 45): where the curves of every n fall on one line, n acts through the number of
+    updates it leaves at a given compute."""
+    splits = splits_of(main)
+    fig, axes = figure_row(len(splits))
+    for ax, split in zip(axes, splits, strict=True):
+        plots.plot_lr_sum(main.filter(pl.col("split") == split), ax, y=Y)
+        ax.set_title(f"{split} split: avg@4 against Σlr, colour = n", fontsize="small")
+    return plots.tidy(fig)
+
+
 def nstar(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
     """Frontier, record points and n*(C) per split; whether n* grows (a test); its saturation
     where it does."""
@@ -219,6 +231,7 @@ def nstar(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
         rep.summary.append(sentence + ".")
     rep.figures["frontier"] = plots.tidy(fig_f)
     rep.figures["n_star"] = plots.tidy(fig_n)
+    rep.figures["avg_vs_lr_sum"] = progress_figure(data["main"])
     add_noise(rep, df)
     _saturation(rep, cut)
     rep.add_verdicts(verdicts)
