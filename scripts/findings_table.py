@@ -5,8 +5,10 @@
 One row per claim: the notebook, the study and its runs, the claim, the call, the effect with
 its interval, the smallest effect the design detects (80% power), the unit they share, the
 p-value after Holm's correction over every claim of every study (the family-wise view; a call
-stays per claim at α), and the call on the study's sensitivity arm where it has one (nstar's
-`lr-half`, lr_base/2, one seed: "—" where the arm cannot test the claim on its own).
+stays per claim at α), the call on the study's sensitivity arm where it has one (nstar's
+`lr-half`, lr_base/2, one seed: "—" where the arm cannot test the claim on its own), and each
+n-claim's readings at equal Σlr (equal optimizer progress) and at equal avg@4 (issue 45;
+`isolab.verdicts.matched`, written into the claim's note by `isolab.verdicts.claims.evaluate`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 
 from isolab import study
 from isolab.tracking.runs import load_runs
@@ -27,6 +30,32 @@ def _fmt(x: float | None) -> str:
     return f"{x:+.2g}".replace("-", "−") if abs(x) < 1 else f"{x:+.3g}".replace("-", "−")
 
 
+#: One reading in a note: "at equal Σlr: …" up to the next reading, the next split's, or the end.
+_READING = re.compile(r"at equal (Σlr|avg@\d+): (.*?)(?=; at equal |; (?:Easy|Hard), |$)")
+_SPLIT = re.compile(r"(Easy|Hard), at equal C:")
+
+
+def _readings(note: str | None) -> dict[str, str]:
+    """{"Σlr": …, "avg": …} of a note's secondary readings, shortened for a table cell (per
+    split where the note gives Easy's and Hard's)."""
+    if not note or "secondary readings" not in note:
+        return {}
+    text = note.split("secondary readings", 1)[1]
+    starts = [(m.start(), m.group(1)) for m in _SPLIT.finditer(text)] or [(0, "")]
+    out: dict[str, list[str]] = {"Σlr": [], "avg": []}
+    for i, (start, split) in enumerate(starts):
+        end = starts[i + 1][0] if i + 1 < len(starts) else len(text)
+        for kind, value in _READING.findall(text[start:end]):
+            value = re.sub(r" \(96% CI (\[[^\]]*\])\)", r" \1", value)
+            value = re.sub(r" per doubling of .*$| \(Σlr alone.*$", "", value).strip(" ;")
+            if value.startswith("the test itself"):  # interference: its own test is matched
+                value = "the claim's own test (equal gain and level)"
+            value = value.replace("-", "−")
+            key = "Σlr" if kind == "Σlr" else "avg"
+            out[key].append(f"{split}: {value}" if split else value)
+    return {k: "; ".join(v)[:120] for k, v in out.items() if v}
+
+
 def _runs(s: study.Study, scale: str) -> str:
     counts = []
     for sweep in s.sweeps:
@@ -38,8 +67,8 @@ def _runs(s: study.Study, scale: str) -> str:
 def rows(scale: str) -> list[str]:
     out = [
         "| notebook | study (runs) | claim tested | call | effect [96% CI] | detectable | unit "
-        "| p, Holm | at lr_base/2 |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| p, Holm | at lr_base/2 | at equal Σlr | at equal avg@4 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     found, arms = {}, {}
     for s in study.STUDIES.values():
@@ -75,9 +104,10 @@ def rows(scale: str) -> list[str]:
             p_text = f"{p_holm:.2g}" if math.isfinite(p_holm) else "—"
             arm = arms.get((s.name, v["claim"], v["split"]))
             arm_call = arm["call"] if arm and arm["p_value"] is not None else "—"
+            read = _readings(v["note"])
             out.append(
                 f"| {lead} | {v['text']}{split} | {call} | {effect} | {detectable} | {v['unit']} "
-                f"| {p_text} | {arm_call} |"
+                f"| {p_text} | {arm_call} | {read.get('Σlr', '—')} | {read.get('avg', '—')} |"
             )
     return out
 
