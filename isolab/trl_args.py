@@ -115,10 +115,16 @@ def check_extra(extra: dict[str, Any]) -> None:
 
 
 def _check_reward_model(model: Any) -> None:
-    """`extra.reward_model` is text naming a model (YAML's `5` is a number, not a name)."""
+    """`extra.reward_model` is text naming a model (YAML's `5` is a number, not a name), or a
+    mapping of LlamaConfig fields for proxy-prm's shape (checked where it is built)."""
     from isolab.paths import check_visible
 
-    fix = "name the model of the model-based reward: a preset (tiny-orm), a hub id or a folder"
+    fix = (
+        "name the model of the model-based reward: a preset (tiny-orm), a hub id or a folder "
+        "(or, for proxy-prm, a mapping of its LlamaConfig fields)"
+    )
+    if isinstance(model, dict) and model:
+        return
     if not isinstance(model, str) or not model.strip():
         raise ValueError(f"extra.reward_model = {brief(model)}: {fix}; quote it in YAML.")
     check_visible(model, "extra.reward_model", f"remove it ({fix})")

@@ -235,7 +235,7 @@ def test_cli_frontier_on_a_snapshot_writes_its_own_folder_and_logs_when_asked(
     assert "validated by fitting on ≤ C/2" in res.output  # recommend checks itself
     out = Path("runs/frontier/synthetic-isocompute")  # its own folder, not the snapshot's
     figs = {p.name for p in (out / "figures").glob("*.png")}
-    assert figs == {"frontier.png", "n_star.png", "metric_effect.png", "tradeoff.png"}
+    assert figs == {"frontier.png", "n_star.png", "metric_effect.png", "lr_sum.png", "tradeoff.png"}
     assert (out / "findings.md").exists() and not Path("runs/iso/figures").exists()
     # the figures are logged on the sweep's parent run, which load_runs leaves out
     client = MlflowClient(tracking_uri=uri)
