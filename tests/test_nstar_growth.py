@@ -1,6 +1,7 @@
 """The crossing test of "n* grows" (issue 45): it finds a planted growth of the `IsoComputeLaw`
 family, and calls neither a world whose best n never moves while two other arms cross, nor one
-where every n reaches one plateau and larger n are only slower. A handful of worlds; the full
+where every n reaches one plateau and larger n are only slower; pooling pairs of checkpoints
+finds a two-doubling move the unpooled test misses. A handful of worlds; the full
 calibration is `benchmarks/nstar_calibration.py` (tables in docs/statistics.md)."""
 
 from __future__ import annotations
@@ -40,6 +41,28 @@ def test_a_planted_growth_is_found_and_its_crossing_located(seed):
     assert x["n_from"] < x["n_to"] and x["C_from"] < x["C_to"]
     assert x["C_from"] < x["C_cross"] < x["C_to"] and "n* grows" in result.note
     assert bands["hi"].ge(bands["lo"]).all() and x["t_crit"] > 2.5
+
+
+def test_checkpoints_are_pooled_in_consecutive_pairs():
+    """Nine checkpoints 2^8 … 2^16 become five: the means of (2^8, 2^9), …, (2^14, 2^15) at
+    their geometric mean, and 2^16 alone."""
+    _, bands = crossing_test(_runs(GROWTH, 0), EVAL_AVG, n_draws=200)
+    assert sorted(bands["log2_C"].unique()) == [8.5, 10.5, 12.5, 14.5, 16.0]
+    _, single = crossing_test(_runs(GROWTH, 0), EVAL_AVG, n_draws=200, pool=1)
+    assert single["log2_C"].n_unique() == 9
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_a_two_doubling_move_is_found_with_pooled_checkpoints(seed):
+    """n* moves 2 → 8, two doublings: every threshold's certificate compares n near the optimum,
+    where advantages are small; averaging two checkpoints halves their evaluation noise
+    (unpooled p: 0.097, a miss, and 0.028)."""
+    law = IsoComputeLaw(n_sat=8, curvature=0.01, C_mid_ref=1e3, n_ref=2, gamma=0.5)
+    assert list(law.n_star(CHECKPOINTS[[0, -1]], GRID)) == [2.0, 8.0]
+    pooled, _ = crossing_test(_runs(law, seed), EVAL_AVG, n_draws=2000)
+    single, _ = crossing_test(_runs(law, seed), EVAL_AVG, n_draws=2000, pool=1)
+    assert pooled.p_value is not None and pooled.p_value < ALPHA, pooled.note
+    assert pooled.estimate == 2.0 and pooled.p_value < single.p_value
 
 
 def test_two_arms_crossing_while_the_best_n_stays_put_is_not_growth():
