@@ -18,6 +18,15 @@ from isolab.deadline import TIMEOUT_ENV, CallTimeout, call_with_deadline, user_c
 
 REPO = Path(__file__).resolve().parents[1]
 STUCK = "def stuck(prompts=None, completions=None, **kwargs):\n    while True:\n        pass\n"
+#: A reward that answers its first call (the pre-flight before any model loads) and then hangs.
+STUCK_LATER = (
+    "calls = []\n"
+    "def stuck(prompts=None, completions=None, **kwargs):\n"
+    "    calls.append(1)\n"
+    "    while len(calls) > 1:\n"
+    "        pass\n"
+    "    return [0.0] * len(completions)\n"
+)
 
 
 def test_a_call_that_never_returns_is_cut_at_its_deadline(monkeypatch):
@@ -106,14 +115,19 @@ def test_a_card_verifier_that_never_returns_is_refused_when_the_card_is_read(tmp
 def test_a_reward_that_never_returns_ends_the_run_failed(
     tracking_uri, isolab_cache, tmp_path, monkeypatch
 ):
-    """Before the deadline this run never ended: `isolab train` hung with the run RUNNING."""
+    """Before the deadline this run never ended: `isolab train` hung with the run RUNNING. One
+    stuck at its first call is refused before the run exists (the pre-flight on gold answers)."""
     from isolab.config import RunConfig
     from isolab.rl.rewards import RewardFunctionError
     from isolab.rl.train import train
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(TIMEOUT_ENV, "2")
-    (tmp_path / "stuck.py").write_text(STUCK)
+    (tmp_path / "stuck_first.py").write_text(STUCK)
+    first = RunConfig(experiment="stuck-reward", reward="stuck_first.py:stuck", n=2, B_p=2, M=2)
+    with pytest.raises(RewardFunctionError, match="before the run.*stuck_first.py:stuck did not"):
+        train(first, tracking_uri=tracking_uri)
+    (tmp_path / "stuck.py").write_text(STUCK_LATER)
     cfg = RunConfig(
         experiment="stuck-reward",
         reward="stuck.py:stuck",

@@ -37,9 +37,15 @@ def _statuses(uri: str, experiment: str = "life") -> list[str]:
 )
 def test_a_run_that_fails_exits_1(cli, isolab_cache, tracking_uri, tmp_path, body, says):
     """A run whose reward returns NaN, or calls sys.exit(0), FAILED: exit 1 (2 is a refusal
-    before any run exists), and the message names the function."""
+    before any run exists, as of such a reward at its first call, the pre-flight on gold
+    answers), and the message names the function."""
     (tmp_path / "bad_reward.py").write_text(
-        f"def bad(prompts, completions, answer=None, **kwargs):\n    {body}\n"
+        "calls = []\n"
+        "def bad(prompts, completions, answer=None, **kwargs):\n"
+        "    calls.append(1)\n"
+        "    if len(calls) == 1:  # the pre-flight\n"
+        "        return [0.0] * len(completions)\n"
+        f"    {body}\n"
     )
     (tmp_path / "run.yaml").write_text(TINY.format(M=2) + "reward: bad_reward.py:bad\n")
     result = cli("train", "run.yaml", "--tracking-uri", tracking_uri)

@@ -533,3 +533,131 @@ def test_a_reward_model_of_yours_from_a_folder_is_charged_as_planned(tmp_path: P
     charged = result.final_metrics["flops/reward"]
     assert charged > 0 and plan["flops/reward"] > 0
     assert charged / plan["flops/reward"] == pytest.approx(1.0, abs=0.10)
+
+
+def _with_columns(card_dir: Path, reward: str) -> Path:
+    """The example card with two more columns (`final`, the answer as a number; `unit`) and a
+    reward file `by_final.py` whose function `f` has `reward` as its body."""
+    rows = [json.loads(line) for line in (card_dir / "problems.jsonl").read_text().splitlines()]
+    with (card_dir / "problems.jsonl").open("w") as f:
+        for row in rows:
+            f.write(json.dumps({**row, "final": int(row["answer"]), "unit": "items"}) + "\n")
+    (card_dir / "by_final.py").write_text(f"def f(prompts, completions, **kwargs):\n    {reward}\n")
+    return card_dir / "task.yaml"
+
+
+def test_a_reward_reading_its_own_column_trains_as_under_trl(
+    card_dir: Path, tmp_path: Path, monkeypatch
+):
+    """TRL's contract: every column of the card's data reaches the reward under its own name
+    (`final` as the row has it, an int), the answer field also as `answer` (text), with
+    `completion_ids`, `trainer_state`, `log_extra` and `log_metric` as TRL passes them."""
+    from isolab.rl.train import train
+
+    keys = tmp_path / "keys.txt"
+    card = _with_columns(
+        card_dir,
+        f"open({str(keys)!r}, 'a').write(' '.join(sorted(kwargs)) + '\\n')\n"
+        "    assert all(type(x) is int for x in kwargs['final']), kwargs['final']\n"
+        "    assert all(type(x) is str for x in kwargs['answer'])\n"
+        "    return [float(str(g) in c[-1]['content']) for c, g in zip(completions, kwargs['final'])]",
+    )
+    monkeypatch.chdir(card_dir)
+    run = yaml.safe_load((EXAMPLE / "run.yaml").read_text())
+    cfg = RunConfig.from_dict(
+        {
+            **run,
+            "model": str(tiny_chat_model(tmp_path / "model")),
+            "task": str(card),
+            "reward": "by_final.py:f",
+            "n": 2,
+            "B_p": 2,
+            "M": 1,
+            "eval_problems": 2,
+        }
+    )
+    result = train(cfg, tracking_uri=f"sqlite:///{tmp_path / 'store.db'}")
+    assert result.status == "FINISHED"
+    calls = keys.read_text().splitlines()
+    assert len(calls) >= 2  # the pre-flight, then the run's own calls
+    assert set(calls) == {
+        "answer completion_ids final id log_extra log_metric question trainer_state unit"
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ("return kwargs['finall']", "read 'finall', which is not among the keyword arguments it "
+         "got (answer, completion_ids, completions, final, id, log_extra, log_metric, prompts, "
+         "question, trainer_state, unit)"),
+        ("return [1.0]", "returned list of 1 for 4 completions"),
+    ],
+)  # fmt: skip
+def test_a_bad_reward_is_refused_before_the_model_loads(
+    card_dir: Path, tmp_path: Path, monkeypatch, body: str, says: str
+):
+    """A reward that reads a column the data lacks, or returns the wrong length, is called once
+    on gold answers before any model loads: refused in seconds, naming the function, the key
+    and the keys it got, with no run left behind."""
+    import time
+
+    from isolab.rl import train as train_module
+    from isolab.rl.rewards import RewardFunctionError
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was loaded before the reward's pre-flight")
+
+    monkeypatch.setattr(train_module.models, "load", no_model)
+    monkeypatch.setattr(train_module.difficulty, "load_or_label", no_model)
+    card = _with_columns(card_dir, body)
+    monkeypatch.chdir(card_dir)
+    cfg = RunConfig(
+        model=str(tmp_path / "never-loaded"), task=str(card), reward="by_final.py:f", split="all"
+    )
+    started = time.perf_counter()
+    with pytest.raises(RewardFunctionError, match="before the run") as info:
+        train_module.train(cfg, tracking_uri=f"sqlite:///{tmp_path / 'store.db'}")
+    assert time.perf_counter() - started < 10
+    assert "reward by_final.py:f" in str(info.value) and says in str(info.value)
+    assert not (tmp_path / "store.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("column", "answer", "fix"),
+    [
+        ("trainer_state", "answer", "rename the column (e.g. trainer_state_text)"),
+        ("completion_ids", "answer", "TRL passes a reward function its own 'completion_ids'"),
+        ("prompt", "answer", "rename the column (e.g. prompt_text)"),
+        ("answer", "final", "a reward gets the gold answer (answer: final) as `answer`"),
+    ],
+)
+def test_a_column_named_as_trls_own_arguments_is_refused_at_load(
+    card_dir: Path, column: str, answer: str, fix: str
+):
+    rows = [json.loads(line) for line in (card_dir / "problems.jsonl").read_text().splitlines()]
+    with (card_dir / "problems.jsonl").open("w") as f:
+        for row in rows:
+            f.write(json.dumps({**row, "final": row["answer"], column: "x"}) + "\n")
+    with pytest.raises(CardError, match=f"data: column '{column}'") as info:
+        load_card(_edit(card_dir, answer=answer))
+    assert fix in str(info.value)
+
+
+def test_a_prompt_column_that_is_the_prompt_and_mixed_types_are_kept(card_dir: Path):
+    """`prompt: prompt` names the column TRL reads as the prompt: kept (a reward gets it as
+    `prompts`); a column whose values no one type holds reaches a reward as text."""
+    from isolab.rl.rewards import reward_dataset
+
+    rows = [json.loads(line) for line in (card_dir / "problems.jsonl").read_text().splitlines()]
+    with (card_dir / "problems.jsonl").open("w") as f:
+        for i, row in enumerate(rows):
+            prompt = row.pop("question")
+            f.write(json.dumps({**row, "prompt": prompt, "note": i if i % 2 else "odd"}) + "\n")
+    path = _edit(card_dir, prompt="prompt")
+    task = get_task(str(path), "chat")
+    problems = task.problems("train")
+    data = reward_dataset(task, problems)
+    assert data.column_names == ["prompt", "id", "answer", "note"]
+    assert data[0]["prompt"] == task.prompt(problems[0])
+    assert {type(v) for v in data["note"]} == {str} and "3" in data["note"]

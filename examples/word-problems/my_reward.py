@@ -1,7 +1,8 @@
 """A reward function written for TRL, used unchanged by isolab (`reward: <this file>:my_reward`).
 
 TRL calls it with the prompts, the completions (chat messages for chat prompts) and every other
-dataset column as keyword arguments; isolab's datasets carry the gold answer as `answer`.
+dataset column as keyword arguments: isolab passes each column of the card's data under its own
+name (here `id`, `question`), and the gold answer as text as `answer`.
 """
 
 import re

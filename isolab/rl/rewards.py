@@ -1,9 +1,11 @@
 """Reward systems: plain functions TRL's `GRPOTrainer` accepts as `reward_funcs`.
 
-TRL calls each with the prompts, the completions and every dataset column as keyword
-arguments (here `answer`), and expects one float per completion. The systems are those of
-Wilhelm & Kao ("Where Should RL Post-Training Compute Go?", arXiv 2607.13389), whose main result
-is that the reward system moves the best update fraction ρ (rule-based ≈ 0.72, PRM ≈ 0.44):
+TRL calls each with the prompts, the completions, their token ids, every dataset column
+(`reward_dataset`: `answer`, and a task card's columns under their own names), `trainer_state`,
+`log_extra` and `log_metric` as keyword arguments, and expects one float per completion. The
+systems are those of Wilhelm & Kao ("Where Should RL Post-Training Compute Go?", arXiv
+2607.13389), whose main result is that the reward system moves the best update fraction ρ
+(rule-based ≈ 0.72, PRM ≈ 0.44):
 
 - rule-based, 0 FLOPs: `sparse` (final answer correct), `structured` (format + correctness),
   `dense` (partial credit per answer digit);
@@ -34,6 +36,8 @@ from isolab.deadline import CallTimeout, call_with_deadline
 from isolab.models import reward as reward_models
 from isolab.models.reward import DEFAULT_REWARD_MODELS, proxy_config, reward_model_name
 from isolab.tasks import Task
+from isolab.tasks.base import Problem
+from isolab.tasks.card import is_card, load_card
 from isolab.tasks.grading import extract_boxed, extract_gsm8k_answer, normalize_number
 from isolab.tasks.usercode import REWARD, load_function
 from isolab.vocab import REWARDS
@@ -331,11 +335,22 @@ def _shown(x: Any, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+def _missing_key(exc: BaseException, got: list[str]) -> str:
+    """For a KeyError on a keyword the function did not get: which, and what it got."""
+    if not isinstance(exc, KeyError) or not exc.args or exc.args[0] in got:
+        return ""
+    return (
+        f"; it read {exc.args[0]!r}, which is not among the keyword arguments it got "
+        f"({', '.join(sorted(got))}): a reward gets the prompts, the completions and every "
+        "column of the task's data under its own name (docs/your-setting.md)"
+    )
+
+
 def user_reward(spec: str) -> Callable[..., list[float]]:
     """The function `module:function` (or `path/to/file.py:function`, relative to the working
     folder), with TRL's reward-function signature — `fn(prompts, completions, **kwargs)` with
-    the dataset's `answer` among the keyword arguments, one float per completion — so that a
-    function written for TRL runs unchanged. Costs no FLOPs (no reward model).
+    every dataset column among the keyword arguments (`reward_dataset`), one float per
+    completion — so that a function written for TRL runs unchanged. Costs no FLOPs.
 
     Every batch is checked: a function that raises, returns a length other than the
     completions', or a value that is not a finite number stops the run with a
@@ -352,10 +367,12 @@ def user_reward(spec: str) -> Callable[..., list[float]]:
         except CallTimeout as exc:
             raise RewardFunctionError(str(exc)) from exc
         except (Exception, SystemExit) as exc:  # sys.exit() in it must fail the run, not end it
+            got = ["prompts", "completions", *(["answer"] if answer is not None else []), *kwargs]
             raise RewardFunctionError(
                 f"{where} raised {type(exc).__name__}: {exc} on a batch of {len(completions)} "
                 f"completions; the first: problem {_shown(prompts[0])!r} (answer "
                 f"{answer[0] if answer else None!r}), completion {_shown(completions[0])!r}"
+                + _missing_key(exc, got)
             ) from exc
         values = list(out) if isinstance(out, list | tuple) else None
         if values is None or len(values) != len(completions):
@@ -375,6 +392,87 @@ def user_reward(spec: str) -> Callable[..., list[float]]:
 
     checked.__name__ = getattr(func, "__name__", "user_reward")
     return checked
+
+
+# ---- what a reward gets ----------------------------------------------------------------------
+def reward_dataset(task: Task, problems: list[Problem]):
+    """The training data set TRL's `GRPOTrainer` is given, whose every column but `prompt` it
+    passes to each reward function as a keyword argument: `prompt` (the task's prompt),
+    `answer` (the gold as text, which isolab's rules read) and, for a task card, each column of
+    the problem's data row under its own name (`TaskCard.columns`; the answer field too, with
+    its value as the row has it: `answer` is the text one where the field is named so)."""
+    from datasets import Dataset
+
+    columns = load_card(task.name).columns(problems) if is_card(task.name) else {}
+    return Dataset.from_dict(
+        {
+            "prompt": [task.prompt(p) for p in problems],
+            **columns,
+            "answer": [p.answer for p in problems],
+        }
+    )
+
+
+#: Problems and completions per problem of the pre-flight call of a user's reward.
+PREFLIGHT_PROBLEMS = 2
+
+
+def written_gold(task: Task, gold: str) -> str:
+    """A gold answer as a correct completion writes it: a card's own way
+    (`TaskCard.written_answer`), reversed digits for the tiny models, else boxed."""
+    if is_card(task.name):
+        return load_card(task.name).written_answer(gold)
+    return gold[::-1] if task.style == "raw" else f"\\boxed{{{gold}}}"
+
+
+def preflight_batch(task: Task, problems: list[Problem]) -> dict[str, Any]:
+    """The keyword arguments of a first reward call, as TRL builds them (trl 1.16,
+    `_calculate_rewards`): `problems`' data set rows, each repeated for its two completions (its
+    own gold, and another problem's, as a completion writes them), `completion_ids`, and the
+    trainer's `trainer_state`, `log_extra` and `log_metric` (a fresh `TrainerState`, and
+    functions that log nothing). No model is loaded yet, so `completion_ids` are each
+    completion's UTF-8 bytes: their count, not their values, is what a reward may read here."""
+    from transformers import TrainerState
+
+    rows = reward_dataset(task, problems).to_list()
+    golds = [written_gold(task, p.answer) for p in problems]
+    batch = [(row, g) for i, row in enumerate(rows) for g in (golds[i], golds[i - 1])]
+    texts = [g for _, g in batch]
+    chat = task.style == "chat"
+    out: dict[str, Any] = {
+        "prompts": [row["prompt"] for row, _ in batch],
+        "completions": [[{"role": "assistant", "content": t}] if chat else t for t in texts],
+        "completion_ids": [list(t.encode()) for t in texts],
+    }
+    for key in rows[0]:
+        if key != "prompt":
+            out[key] = [row[key] for row, _ in batch]
+    out["trainer_state"] = TrainerState()
+    out["log_extra"] = lambda column, values: None
+    out["log_metric"] = lambda name, value: None
+    return out
+
+
+def preflight(
+    reward: str, functions: list[Callable[..., list[float]]], task: Task, problems: list[Problem]
+) -> None:
+    """Call each of the user's own reward functions among `functions` (the parts of `reward`,
+    as `get_rewards` built them) once, on `preflight_batch`: a column it reads and does not get,
+    a raise, a wrong length or a non-number is a `RewardFunctionError` now, before any model
+    loads, not minutes into the run."""
+    parts = reward_parts(reward)
+    if not any(is_user_reward(part) for part in parts) or not problems:
+        return
+    kwargs = preflight_batch(task, problems[:PREFLIGHT_PROBLEMS])
+    for part, fn in zip(parts, functions, strict=True):
+        if is_user_reward(part):
+            try:
+                fn(**kwargs)
+            except RewardFunctionError as exc:
+                raise RewardFunctionError(
+                    f"before the run, on {len(kwargs['completions'])} completions written of "
+                    f"gold answers: {exc}"
+                ) from exc
 
 
 # ---- selection -----------------------------------------------------------------------------

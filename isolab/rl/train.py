@@ -32,11 +32,11 @@ import torch
 from isolab import difficulty, models
 from isolab.compute.ledger import FlopLedger
 from isolab.compute.shapes import LORA_TARGETS, lora_spec
-from isolab.config import RunConfig
+from isolab.config import RunConfig, is_user_reward, reward_parts
 from isolab.models.reward import reward_model_config_for
 from isolab.rl import engines, ranks, vllm_cpu
 from isolab.rl.evaluate import Evaluator
-from isolab.rl.rewards import get_rewards, prm
+from isolab.rl.rewards import PREFLIGHT_PROBLEMS, get_rewards, preflight, prm, reward_dataset
 from isolab.rl.trainer import (
     Checkpointing,
     Suspended,
@@ -128,6 +128,20 @@ def max_prompt_tokens(task: Task, problems, tokenizer) -> int:
     return max((len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts), default=1)
 
 
+def preflight_problems(cfg: RunConfig, task: Task) -> list:
+    """A few of the task's problems for the pre-flight call of a reward of the user's, read
+    without a model: a card's training rows, drawn sums, GSM8K's or MATH-500's rows from a
+    `data_dir` (none from the hub: a run whose splits are cached may never need it)."""
+    if not any(is_user_reward(part) for part in reward_parts(cfg.reward)):
+        return []
+    if cfg.task in ("gsm8k", "math500") and cfg.data_dir is None:
+        return []
+    split = "test" if cfg.task == "math500" else "train"
+    return task.problems(
+        split=split, data_dir=cfg.data_dir, limit=PREFLIGHT_PROBLEMS, seed=cfg.seed
+    )
+
+
 def prepare(cfg: RunConfig):
     """Model, tokenizer, task, splits: everything a run needs before it can be logged.
 
@@ -187,8 +201,6 @@ def train(
     (`checkpointing.resume_from`); a `Suspended` raised by its hook leaves the MLflow run open
     (the caller resumes or ends it) and propagates.
     """
-    from datasets import Dataset
-
     if cfg.processes > 1 and ranks.world_size() == 1:  # this process launches the K processes
         return launch(cfg, tracking_uri)
     if ranks.world_size() != cfg.processes:
@@ -204,6 +216,11 @@ def train(
     t0 = time.perf_counter()
     engine = engines.engine(cfg)
     torch.manual_seed(cfg.seed)
+    # the rewards load before the policy, and each of the user's is called once on gold answers
+    # (`preflight`): a column it reads and does not get fails in seconds, not minutes into the run
+    task = difficulty.task_for(cfg.model, cfg.task, run_code=cfg.trust_remote_code)
+    reward_fns = get_rewards(cfg.reward, task, cfg.extra.get("reward_model"), cfg.trust_remote_code)
+    preflight(cfg.reward, reward_fns, task, preflight_problems(cfg, task))
     model, tok, task, train_problems, val_problems = prepare(cfg)
     eval_sets = {  # before the run exists: a set that cannot load leaves no run
         name: (task, train_problems[: cfg.eval_problems])
@@ -221,14 +238,9 @@ def train(
         gradient_checkpointing=cfg.gradient_checkpointing,
         lora_merged_for_generation=engine == "vllm",  # TRL merges adapters for vLLM
     )
-    # the reward model loads before the run exists: a model that cannot load (or whose own code
+    # the reward model loaded before the run exists: a model that cannot load (or whose own code
     # is not trusted) leaves no FAILED run behind
-    rewards = [
-        timed_reward(fn, ledger)
-        for fn in get_rewards(
-            cfg.reward, task, cfg.extra.get("reward_model"), cfg.trust_remote_code
-        )
-    ]
+    rewards = [timed_reward(fn, ledger) for fn in reward_fns]
     judge = (  # the evaluation judge, loaded as the rewards are: before the run exists
         prm(task, cfg.eval_judge, trust_remote_code=cfg.trust_remote_code)
         if cfg.eval_judge
@@ -263,12 +275,7 @@ def train(
             ledger.load_state_dict(resumed["ledger"])
         else:
             _log_run_start(cfg, logger, engine, train_problems, val_problems)
-        dataset = Dataset.from_dict(
-            {
-                "prompt": [task.prompt(p) for p in train_problems],
-                "answer": [p.answer for p in train_problems],
-            }
-        )
+        dataset = reward_dataset(task, train_problems)  # every column reaches the rewards
         evaluator = Evaluator(cfg, task, val_problems, tok, ledger, judge)
         for name, (set_task, set_problems) in eval_sets.items():
             evaluator.add_set(name, set_task, set_problems)

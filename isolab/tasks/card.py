@@ -24,6 +24,11 @@ plan`) never does. Every gold answer of the card must pass its own verifier when
 `\\boxed{answer}` (or as the bare answer for `exact`, `regex` and `choice`): a card whose
 grader rejects its own golds is refused before any run (a verifier of its own: once trusted,
 before any model loads).
+
+Every column of the data reaches a reward function as a keyword argument under its own name, as
+TRL passes a data set's columns (`TaskCard.columns`); the answer field also as `answer`, the gold
+as text, which isolab's rule-based rewards read. A column named as one of TRL's own arguments
+(`TRL_NAMES`), or `answer` where it is not the answer field, is refused when the card is read.
 """
 
 from __future__ import annotations
@@ -31,10 +36,12 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import logging
 import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +83,25 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _CHOICE = re.compile(r"(?<![A-Za-z])([A-J])(?![A-Za-z])")
 _SUFFIXES = (".jsonl", ".csv", ".parquet")
+
+#: Keyword arguments TRL's `GRPOTrainer` gives a reward function itself (trl 1.16,
+#: `_calculate_rewards`): a data column of one of these names would be dropped (`prompt`,
+#: `completion`, `completion_ids`), collide with the batch's own, or be overwritten.
+TRL_NAMES = (
+    "prompt",
+    "prompts",
+    "completion",
+    "completions",
+    "completion_ids",
+    "trainer_state",
+    "log_extra",
+    "log_metric",
+    "environments",
+)
+#: What isolab's own rewards read the gold as (the card's answer field, as text).
+ANSWER = "answer"
+
+log = logging.getLogger(__name__)
 
 
 def is_card(task: str) -> bool:
@@ -130,6 +156,54 @@ class TaskCard:
         question = self.prompt.format_map(row) if "{" in self.prompt else str(row[self.prompt])
         pid = str(row[self.id_field]) if self.id_field else f"{part}/{index}"
         return Problem(id=f"{self.name}/{pid}", question=question, answer=str(row[self.answer]))
+
+    @cached_property
+    def column_names(self) -> tuple[str, ...]:
+        """The data's columns, in the order they first appear in its rows (training rows, then
+        validation rows), but `prompt` where it is the card's prompt field: TRL's prompt is the
+        one the card builds of it, and reaches a reward as `prompts`."""
+        rows = [*self.train_rows, *(self.val_rows or ())]
+        names = dict.fromkeys(str(k) for r in rows for k in r)
+        return tuple(n for n in names if n != "prompt")
+
+    @cached_property
+    def text_columns(self) -> frozenset[str]:
+        """Columns whose values no one Arrow type holds (`1` in one row, `"a"` in another):
+        `datasets` cannot make a column of them, so they reach a reward as text (`str`)."""
+        import pyarrow as pa
+
+        rows = [*self.train_rows, *(self.val_rows or ())]
+        out = set()
+        for name in self.column_names:
+            try:
+                pa.array([r.get(name) for r in rows])
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                out.add(name)
+        if out:
+            log.warning(
+                "task card %s: column(s) %s mix value types; a reward gets them as text",
+                self.path,
+                ", ".join(sorted(out)),
+            )
+        return frozenset(out)
+
+    @cached_property
+    def _rows_by_id(self) -> dict[str, dict]:
+        parts = (("train", self.train_rows), ("validation", self.val_rows or ()))
+        return {self.problem(r, i, part).id: r for part, rows in parts for i, r in enumerate(rows)}
+
+    def columns(self, problems: list[Problem]) -> dict[str, list]:
+        """Every data column of `problems`' rows, as TRL hands a data set's columns to a reward:
+        each value as the row has it (None where a row lacks the column; as text in a column
+        of mixed types, `text_columns`)."""
+        rows = [self._rows_by_id[p.id] for p in problems]
+        text = self.text_columns
+        return {
+            name: [
+                str(v) if name in text and v is not None else v for v in (r.get(name) for r in rows)
+            ]
+            for name in self.column_names
+        }
 
     def examples(self) -> list[Problem]:
         """The worked examples of the prompt (the first `few_shot` rows of the data)."""
@@ -436,6 +510,30 @@ def _check_fields(rows: list[dict], fields: list[str], key: str, where: str, car
             )
 
 
+def _check_column_names(rows: list[dict], answer: str, prompt: str, card: Path) -> None:
+    """No column is named as an argument TRL gives a reward itself (`TRL_NAMES`; `prompt` only
+    as the card's prompt field), nor `answer` unless it is the answer field."""
+    for name in dict.fromkeys(str(k) for r in rows for k in r):
+        if name == "prompt" and prompt == "prompt":
+            continue  # the prompt field itself: it reaches a reward as `prompts`
+        if name in TRL_NAMES:
+            raise _fail(
+                card,
+                "data",
+                f"column {name!r}: TRL passes a reward function its own {name!r} (keyword "
+                f"arguments {', '.join(TRL_NAMES)}), so the column would never reach it; "
+                f"rename the column (e.g. {name}_text) in your data"
+                + (" and in the card" if name == prompt or f"{{{name}}}" in prompt else ""),
+            )
+        if name == ANSWER and answer != ANSWER:
+            raise _fail(
+                card,
+                "data",
+                f"column 'answer': a reward gets the gold answer (answer: {answer}) as `answer`; "
+                f"rename the column, or make it the answer field (answer: answer)",
+            )
+
+
 def _template_fields(prompt: str, card: Path) -> list[str]:
     """The fields a prompt template names: each `{field}` a plain name, formatted with a row's
     value as it is (indexing, attributes, format specs and `{}` raised at the first row)."""
@@ -560,6 +658,7 @@ def _load(card: Path) -> tuple[TaskCard, list[Path]]:
     _check_fields(train, needed, "data", "data", card)
     if val is not None:
         _check_fields(val, needed, "validation", "validation", card)
+    _check_column_names([*train, *(val or [])], answer, prompt, card)
     id_field = str(data["id"]) if data.get("id") else None
     ids = _check_values(train, data["data"], "data", prompt, fields, answer, id_field, card)
     if val is not None:
