@@ -92,14 +92,7 @@ def mlflow_server(
             time.sleep(0.5)
         yield uri
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc, timeout_s=5)
         if log_file:
             out.close()
 
@@ -108,6 +101,27 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+
+
+def isolab_cmd() -> list[str]:
+    """The `isolab` console script of this environment (`[project.scripts]`)."""
+    script = Path(sys.executable).parent / "isolab"
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-c", "from isolab.cli import main; main()"]
+
+
+def stop_group(proc: subprocess.Popen, timeout_s: float) -> None:
+    """SIGTERM to `proc`'s process group (started with `start_new_session`), SIGKILL after
+    `timeout_s`; a group already gone is fine."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def tiny_chat_model(folder: Path, reward_model: bool = False) -> Path:

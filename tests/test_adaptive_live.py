@@ -148,6 +148,16 @@ def _paused_at(uri: str, C: int, proc: subprocess.Popen, log: Path, timeout_s: f
     raise AssertionError(f"no run paused at C = {C} after {timeout_s} s: {log.read_text()}")
 
 
+def _plain_sweep(tmp_path: Path, uri: str) -> None:
+    """`isolab sweep run spec.yaml` (not adaptive) on the same store; it must succeed."""
+    plain = subprocess.run(
+        [sys.executable, "-m", "isolab.cli", "sweep", "run", "spec.yaml", "--backend", "inline",
+         "--tracking-uri", uri],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+
+
 def _parent(uri: str):
     c = MlflowClient(uri)
     exp = c.get_experiment_by_name("adaptive-smoke")
@@ -218,13 +228,7 @@ def test_a_stopped_arm_stays_stopped_after_ctrl_c_and_resume(isolab_cache, tmp_p
     assert parent.info.status == "FINISHED"
     assert float(parent.data.tags["isolab.adaptive.compute_fraction"]) < 1
 
-    plain = subprocess.run(
-        [sys.executable, "-m", "isolab.cli", "sweep", "run", "spec.yaml", "--backend", "inline",
-         "--tracking-uri", uri],
-        cwd=tmp_path, capture_output=True,
-        text=True, timeout=300,
-    )  # fmt: skip
-    assert plain.returncode == 0, plain.stdout + plain.stderr
+    _plain_sweep(tmp_path, uri)
     assert {r.info.run_id: r.info.status for r in _runs(uri)} == {
         k: r.info.status for k, r in runs.items()
     }  # the stopped arm is done: nothing trained again, no run added
@@ -247,13 +251,7 @@ def test_a_plain_sweep_after_a_killed_adaptive_one_reuses_its_runs(isolab_cache,
     time.sleep(2)  # Ray's processes go with their group
     assert _parent(uri).info.status == "RUNNING"  # its runner is gone: not FINISHED
 
-    plain = subprocess.run(
-        [sys.executable, "-m", "isolab.cli", "sweep", "run", "spec.yaml", "--backend", "inline",
-         "--tracking-uri", uri],
-        cwd=tmp_path, capture_output=True,
-        text=True, timeout=600,
-    )  # fmt: skip
-    assert plain.returncode == 0, plain.stdout + plain.stderr
+    _plain_sweep(tmp_path, uri)
     runs = _runs(uri)
     assert not [r for r in runs if r.info.status in ("RUNNING", "SCHEDULED")]
     key = waiting.data.tags[RUN_KEY_TAG]

@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import http.server
-import os
 import shutil
-import signal
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -20,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import free_port, tiny_chat_model
+from helpers import free_port, isolab_cmd, stop_group, tiny_chat_model
 from mlflow.tracking import MlflowClient
 
 from isolab.config import RunConfig
@@ -184,32 +181,18 @@ def test_report_out_refuses_an_existing_link(cli, tmp_path):
 
 
 # ---- the UI ---------------------------------------------------------------------------------
-def _isolab_cmd() -> list[str]:
-    script = Path(sys.executable).parent / "isolab"
-    if script.is_file():
-        return [str(script)]
-    return [sys.executable, "-c", "from isolab.cli import main; main()"]
-
-
 @contextlib.contextmanager
 def _ui(uri: str, cwd: Path, port: int, log: Path) -> Iterator[subprocess.Popen]:
     """`isolab ui` in a session of its own, stopped with its whole group at the end."""
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            [*_isolab_cmd(), "ui", "--tracking-uri", uri, "--port", str(port)],
+            [*isolab_cmd(), "ui", "--tracking-uri", uri, "--port", str(port)],
             cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     try:
         yield proc
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc, timeout_s=30)
 
 
 def _wait_ready(proc: subprocess.Popen, log: Path, timeout_s: float = 180) -> None:

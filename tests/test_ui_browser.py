@@ -28,7 +28,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -41,7 +40,7 @@ from system_packages import apt_install
 
 pytest.importorskip("selenium", reason="selenium is not installed (pip install -e '.[dev]')")
 
-from helpers import free_port  # noqa: E402
+from helpers import free_port, isolab_cmd  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 from selenium import webdriver  # noqa: E402
 from selenium.common.exceptions import (  # noqa: E402
@@ -128,21 +127,13 @@ def browser(chromium: tuple[str, str], tmp_path: Path) -> Iterator[webdriver.Chr
 
 
 # ---- `isolab ui` ---------------------------------------------------------------------------
-def _isolab_cmd() -> list[str]:
-    """The `isolab` console script of this environment (`[project.scripts]`)."""
-    script = Path(sys.executable).parent / "isolab"
-    if script.is_file():
-        return [str(script)]
-    return [sys.executable, "-c", "from isolab.cli import main; main()"]
-
-
 @contextlib.contextmanager
 def _isolab_ui(uri: str, cwd: Path, log: Path) -> Iterator[tuple[str, Callable, Callable]]:
     """Start `isolab ui` in its own session; yields its URL, a function that waits for its
     "ready" (returning the landing URL it printed) and a stop function that checks the whole
     server stops."""
     port = free_port()
-    cmd = [*_isolab_cmd(), "ui", "--tracking-uri", uri, "--port", str(port)]
+    cmd = [*isolab_cmd(), "ui", "--tracking-uri", uri, "--port", str(port)]
     base = f"http://127.0.0.1:{port}"
     with open(log, "ab") as out:
         proc = subprocess.Popen(

@@ -90,6 +90,15 @@ def test_a_reward_model_folder_with_its_own_code_is_not_run(
     _no_runs(uri)  # refused before any run exists
 
 
+def _with_config(folder: Path, config: dict) -> Path:
+    """`folder` with `config` as its config.json and a chat template in its tokenizer's."""
+    (folder / "config.json").write_text(json.dumps(config))
+    tokenizer = json.loads((folder / "tokenizer_config.json").read_text())
+    tokenizer["chat_template"] = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer))
+    return folder
+
+
 @pytest.fixture
 def policy_with_own_code(tmp_path: Path) -> Path:
     """A policy folder (tiny-m's weights and tokenizer, with a chat template) whose config maps
@@ -103,11 +112,7 @@ def policy_with_own_code(tmp_path: Path) -> Path:
     _own_code(folder, tmp_path, auto_map)
     config = json.loads((folder / "config.json").read_text())
     config.update(model_type="isolab_evil", auto_map=auto_map)
-    (folder / "config.json").write_text(json.dumps(config))
-    tokenizer = json.loads((folder / "tokenizer_config.json").read_text())
-    tokenizer["chat_template"] = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
-    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer))
-    return folder
+    return _with_config(folder, config)
 
 
 @pytest.mark.parametrize(
@@ -220,11 +225,7 @@ def llama_with_own_code(tmp_path: Path) -> Path:
     # TRL builds its reference model from `architectures`: one transformers lacks sends it to
     # the auto_map
     config.update(auto_map=auto_map, architectures=["EvilForCausalLM"])
-    (folder / "config.json").write_text(json.dumps(config))
-    tokenizer = json.loads((folder / "tokenizer_config.json").read_text())
-    tokenizer["chat_template"] = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
-    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer))
-    return folder
+    return _with_config(folder, config)
 
 
 @pytest.mark.parametrize(

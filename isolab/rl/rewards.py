@@ -36,6 +36,7 @@ from isolab.deadline import CallTimeout, call_with_deadline
 from isolab.models import reward as reward_models
 from isolab.models.reward import DEFAULT_REWARD_MODELS, proxy_config, reward_model_name
 from isolab.tasks import Task
+from isolab.tasks.arithmetic import raw_target
 from isolab.tasks.base import Problem
 from isolab.tasks.card import is_card, load_card
 from isolab.tasks.grading import extract_boxed, extract_gsm8k_answer, normalize_number
@@ -417,12 +418,12 @@ def reward_dataset(task: Task, problems: list[Problem]):
 PREFLIGHT_PROBLEMS = 2
 
 
-def written_gold(task: Task, gold: str) -> str:
-    """A gold answer as a correct completion writes it: a card's own way
-    (`TaskCard.written_answer`), reversed digits for the tiny models, else boxed."""
+def written_gold(task: Task, problem: Problem) -> str:
+    """`problem`'s gold answer as a correct completion writes it: a card's own way
+    (`TaskCard.written_answer`), the tiny models' target (`raw_target`), else boxed."""
     if is_card(task.name):
-        return load_card(task.name).written_answer(gold)
-    return gold[::-1] if task.style == "raw" else f"\\boxed{{{gold}}}"
+        return load_card(task.name).written_answer(problem.answer)
+    return raw_target(problem) if task.style == "raw" else f"\\boxed{{{problem.answer}}}"
 
 
 def preflight_batch(task: Task, problems: list[Problem]) -> dict[str, Any]:
@@ -435,7 +436,7 @@ def preflight_batch(task: Task, problems: list[Problem]) -> dict[str, Any]:
     from transformers import TrainerState
 
     rows = reward_dataset(task, problems).to_list()
-    golds = [written_gold(task, p.answer) for p in problems]
+    golds = [written_gold(task, p) for p in problems]
     batch = [(row, g) for i, row in enumerate(rows) for g in (golds[i], golds[i - 1])]
     texts = [g for _, g in batch]
     chat = task.style == "chat"
