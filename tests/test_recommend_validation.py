@@ -2,7 +2,7 @@
 C/4, predict the best allocation at C, score its regret against the noise) finds no regret
 where the planted laws extrapolate and a large one where a crossover is planted after C/2; the
 advice refuses budgets beyond what was checked; and the committed nstar snapshot's printed
-figures are the script's."""
+figures, its baselines' among them, are the script's."""
 
 from __future__ import annotations
 
@@ -98,6 +98,8 @@ def test_no_point_recommendation_beyond_twice_the_data() -> None:
     df = world(LAW.reward, seed=4)
     near = fr.recommend(df, 1.5 * C_END, n_boot=0)  # within the 2× the check vouches for
     assert not near.refusal and near.advised_at == near.budget and near.limit == 2 * C_END
+    # n* is 8 over the last 4× of the data: nothing moved for the advice to refuse
+    assert not any("moved within the data" in h for h in near.hedges)
     assert near.n == 8 and round(1.5 * C_END / (B_P * 8)) == near.M
     assert near.headline.startswith("at C = 98,304 use n ≈ 8")
     far = fr.recommend(df, 3 * C_END, n_boot=0)
@@ -139,6 +141,11 @@ def test_the_committed_snapshot_prints_the_scripts_figures() -> None:
         assert f"predicted {row['predicted']}, measured best {row['best']}" in line
         assert f"regret {row['regret']:.3f} (noise {row['se']:.3f})" in line
         assert row["verdict"] in line and line == v.text
+        # … beside its baseline, the best seed mean at ≤ C/f, and a random arm
+        assert v.baseline is not None and row["baseline_regret"] == v.baseline.regret
+        assert row["world"] == script.world(v)
+        assert f"baseline best seed mean at ≤ C/{v.factor:g} ({row['baseline']}): regret " in line
+        assert f"a random arm: expected regret {row['random_regret']:.3f}" in line
     # … and the script's markdown row says the same
     md = script.markdown(table)
     assert f"| {table['regret'][0]:.3f} | {table['se'][0]:.3f} | {table['verdict'][0]} |" in md

@@ -100,8 +100,9 @@ def frontier_cmd(
         float | None,
         typer.Option(
             help="Budget (in units of --x) to recommend an allocation for; default: the largest in the data. "
-            "Beyond 2× the largest (beyond the data, if the advice fails its check on ≤ C/2) the "
-            "advice is refused and the allocation at that limit given instead."
+            "Beyond 2× the largest (beyond the data, if the advice fails or cannot fail its check "
+            "on ≤ C/2, or the fitted optimum moved within the data) the advice is refused and the "
+            "allocation at that limit given instead."
         ),
     ] = None,
     batch: Annotated[
@@ -139,9 +140,13 @@ def frontier_cmd(
 
     The recommendation prints its own validation next to it (ScaleRL's protocol,
     `isolab.frontier.validate`): the same advice made from the runs up to C/2 and C/4, C the
-    largest compute every run reaches, with its regret at C against the noise. It refuses a
-    point allocation beyond 2× the largest compute in the data, or beyond the data when the
-    C/2 check is not within noise.
+    largest compute every run reaches, with its regret at C against the noise, beside its
+    baselines (the best seed mean at ≤ C/2 or C/4, a random arm) and the kind of world each
+    check covered (did the best move between C/2 and C?). A check that even a random arm
+    passes is printed as one that cannot fail. It refuses a point allocation beyond 2× the
+    largest compute in the data, and beyond the data when the C/2 check is not within noise
+    or the fitted optimum moved within the data (the planted worlds of docs/statistics.md:
+    there the advice did not beat holding the optimum fixed).
     """
     from isolab.frontier.fit import MAX_N_BOOT
     from isolab.paths import name_path, runs_dir

@@ -22,6 +22,14 @@ evaluates at the same checkpoints, so C is the largest one they share), `validat
 The best at C is a maximum of noisy seed means, so even a perfect predictor has a regret above
 zero when configurations are close: that is what the noise yardstick allows for.
 
+A regret within noise means little unless a trivial rule would have missed, so every check is
+scored beside two baselines (`Baseline`): the best seed mean at the compute the predictor saw
+(``best seed mean at ≤ C/2``: the optimum held fixed), and an arm drawn at random (its expected
+regret, the mean over arms). Where even the random arm's expected regret is within noise, the
+check *cannot fail*: it is reported as such, not as a pass. Whether the measured best moved
+between C / factor and C (`Validation.optimum_moved`) says which kind of world the check
+covered: a static optimum, which the baseline gets right by construction, or a moving one.
+
 The evidence at a compute and its noise (`runs_at_budget`, `budget_noise`,
 `with_standard_errors`) live here, below `isolab.frontier.recommend`, which reads them for its
 hedges and passes its advice to `validate` as the predictor.
@@ -51,9 +59,10 @@ ALLOCATION = ("n", "B_p", "M")
 RHO_ALLOCATION = ("search_oversample", "num_iterations")
 #: Short names of allocation columns in sentences and tables.
 SYMBOLS = {"search_oversample": "k", "num_iterations": "μ"}
-#: The check's verdicts: the regret within / beyond the noise of the difference; a regret with
-#: no noise to judge it by (one seed and no evaluation size); no check (see `reason`).
-Verdict = Literal["within noise", "beyond noise", "no noise estimate", "not checked"]
+#: The check's verdicts: the regret within / beyond the noise of the difference; within noise
+#: where a random arm is too (the check cannot fail); a regret with no noise to judge it by (one
+#: seed and no evaluation size); no check (see `reason`).
+Verdict = Literal["within noise", "beyond noise", "cannot fail", "no noise estimate", "not checked"]
 
 
 @dataclass(frozen=True)
@@ -187,6 +196,54 @@ class Prediction:
 
 
 @dataclass(frozen=True)
+class Baseline:
+    """A trivial rule scored beside a prediction at C (`validate`).
+
+    Attributes:
+        name: the rule, for a person (``best seed mean at ≤ C/2``, ``a random arm``).
+        allocation: its pick, over the columns that vary in the grid ({} for the random arm,
+            which is every arm with equal weight).
+        regret: ``R̄(best at C) − R̄(its pick at C)``; for the random arm, the mean over arms.
+        se: the standard error of that difference, ``√(se_best² + se_pick²)``; for the random
+            arm, its root mean square over arms.
+    """
+
+    name: str
+    allocation: Mapping[str, Any]
+    regret: float
+    se: float
+
+    @property
+    def within(self) -> bool:
+        """Whether the rule's regret is within `WITHIN_SE` standard errors of the difference."""
+        return self.regret <= WITHIN_SE * self.se
+
+
+def best_seed_mean(
+    seen: pl.DataFrame, x: str, y: str, config: Sequence[str] = ALLOCATION
+) -> Prediction:
+    """The baseline that holds the optimum fixed: the configuration with the best seed mean
+    at the largest compute the runs `seen` reach (each run read as `runs_at_budget` reads it)."""
+    seen_max = as_float(seen[x].max())
+    top = runs_at_budget(seen, seen_max, x, y, config).row(0, named=True)
+    cfg = [c for c in config if c in seen.columns]
+    return Prediction({c: top[c] for c in cfg}, source=f"best seed mean at {compute(seen_max)}")
+
+
+def random_arm(evidence: pl.DataFrame, y: str) -> Baseline:
+    """The expected regret of an arm drawn at random from `evidence` (with `se`, best first):
+    the mean over arms of the best's seed mean minus theirs (the best's own 0 included)."""
+    R = evidence[f"{y}_at_budget"].to_numpy().astype(float)
+    se = evidence["se"].to_numpy().astype(float)
+    return Baseline(
+        "a random arm",
+        {},
+        float(np.mean(R[0] - R)),
+        float(np.sqrt(np.mean(se[0] ** 2 + se**2))),
+    )
+
+
+@dataclass(frozen=True)
 class Validation:
     """The held-out check of one predictor at one extrapolation factor (`validate`).
 
@@ -202,12 +259,15 @@ class Validation:
         regret: ``best_reward − predicted_reward`` (0 when the prediction is the best).
         se: standard error of that difference, ``√(se_best² + se_predicted²)``.
         noise: one run's noise at C and where it comes from (`budget_noise`).
-        verdict: ``within noise`` (regret ≤ `WITHIN_SE`·se), ``beyond noise``, ``no noise
-            estimate`` or ``not checked`` (see `reason`).
+        verdict: ``within noise`` (regret ≤ `WITHIN_SE`·se), ``beyond noise``, ``cannot
+            fail`` (within noise, but so is the random arm's expected regret: the check could
+            not have failed), ``no noise estimate`` or ``not checked`` (see `reason`).
         expected: the predictor's law for the predicted allocation at C (NaN: none).
         source: the predictor's `Prediction.source`.
         configs: configurations measured at C.
         reason: why the check could not be made ("" when it was).
+        baseline: the best seed mean at ≤ C / factor (`best_seed_mean`), scored at C.
+        random: a random arm's expected regret at C (`random_arm`).
     """
 
     metric: str
@@ -227,11 +287,20 @@ class Validation:
     source: str = ""
     configs: int = 0
     reason: str = ""
+    baseline: Baseline | None = None
+    random: Baseline | None = None
 
     @property
     def within(self) -> bool:
-        """Whether the prediction is within noise of the measured best at C."""
+        """Whether the prediction is within noise of the measured best at C, in a check that
+        could have failed (not ``cannot fail``)."""
         return self.verdict == "within noise"
+
+    @property
+    def optimum_moved(self) -> bool:
+        """Whether the measured best at C differs from the best seed mean at ≤ C / factor:
+        the world this check covered had a moving optimum (False: a static one)."""
+        return self.baseline is not None and dict(self.baseline.allocation) != dict(self.best)
 
     @property
     def text(self) -> str:
@@ -243,11 +312,43 @@ class Validation:
         verdict = {
             "within noise": f"within noise (regret ≤ {WITHIN_SE:g} × noise)",
             "beyond noise": f"beyond noise (regret > {WITHIN_SE:g} × noise)",
+            "cannot fail": (
+                f"the check cannot fail: a random arm's expected regret, "
+                f"{self.random.regret if self.random else math.nan:.3f}, is within "
+                f"{WITHIN_SE:g} × noise too"
+            ),
         }.get(self.verdict, self.verdict)
         return (
             f"{'' if self.within else 'not '}validated {fit}: predicted "
             f"{_allocation(self.predicted)}, measured best {_allocation(self.best)}, regret "
-            f"{self.regret:.3f} (noise {self.se:.3f}): {verdict}"
+            f"{self.regret:.3f} (noise {self.se:.3f}): {verdict}{self.against_baselines}"
+        )
+
+    @property
+    def against_baselines(self) -> str:
+        """The baselines' regrets beside the prediction's and the kind of world covered, as
+        the tail of `text` ("" without baselines)."""
+        if self.baseline is None or self.random is None:
+            return ""
+        b = self.baseline
+        gap = b.regret - self.regret
+        if dict(b.allocation) == dict(self.predicted):
+            than = "the advice made the same pick"
+        elif gap >= 0:
+            than = f"the advice beat it by {gap:.3f}"
+        else:
+            than = f"the advice lost to it by {-gap:.3f}"
+        moved = (
+            f"the measured best moved from {_allocation(b.allocation)} at ≤ "
+            f"C/{self.factor:g} to {_allocation(self.best)} at C: the check covered a moving "
+            "optimum"
+            if self.optimum_moved
+            else f"the best at ≤ C/{self.factor:g} was still the best at C: the check covered a "
+            "static optimum, which holding the optimum fixed gets right by construction"
+        )
+        return (
+            f"; baseline {b.name} ({_allocation(b.allocation)}): regret {b.regret:.3f}, {than}; "
+            f"{self.random.name}: expected regret {self.random.regret:.3f}; {moved}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -269,6 +370,12 @@ class Validation:
             "source": self.source,
             "configs": self.configs,
             "reason": self.reason,
+            "baseline": _allocation(self.baseline.allocation) if self.baseline else "",
+            "baseline_regret": self.baseline.regret if self.baseline else float("nan"),
+            "baseline_se": self.baseline.se if self.baseline else float("nan"),
+            "random_regret": self.random.regret if self.random else float("nan"),
+            "random_se": self.random.se if self.random else float("nan"),
+            "optimum_moved": self.optimum_moved,
         }
 
 
@@ -329,18 +436,22 @@ def validate(
             f"the predicted allocation names {unknown}, which are not configuration columns "
             f"{cfg}: pass config= naming them."
         )
-    value = f"{y}_at_budget"
-    match = pl.lit(True)
-    for k, v in pred.allocation.items():
-        match = match & (pl.col(k) == v)
-    mine = evidence.filter(match)
+    mine = _matching(evidence, pred.allocation)
     if mine.height != 1:
         what = "has no runs" if mine.height == 0 else f"matches {mine.height} configurations"
         return _unchecked(base, f"the predicted {_allocation(pred.allocation)} {what} at C")
+    value = f"{y}_at_budget"
     best, me = evidence.row(0, named=True), mine.row(0, named=True)
     keys = [k for k in pred.allocation if evidence[k].n_unique() > 1] or list(pred.allocation)
-    regret = max(float(best[value]) - float(me[value]), 0.0)
-    se = math.sqrt(float(best["se"]) ** 2 + float(me["se"]) ** 2)
+    regret, se = _regret(best, me, value)
+    fixed = best_seed_mean(seen, x, y, cfg)
+    held = _matching(evidence, fixed.allocation).row(0, named=True)
+    baseline = Baseline(
+        f"best seed mean at ≤ C/{factor:g}",
+        {k: held[k] for k in keys if k in held},
+        *_regret(best, held, value),
+    )
+    random = random_arm(evidence, y)
     same = all(best[c] == me[c] for c in cfg)
     verdict: Verdict = (
         "within noise"
@@ -349,11 +460,27 @@ def validate(
         if not math.isfinite(se)
         else "beyond noise"
     )
+    if verdict == "within noise" and random.within:
+        verdict = "cannot fail"
     return Validation(
         y, x, factor, C, {k: me[k] for k in keys}, {k: best[k] for k in keys},
         float(me[value]), float(best[value]), regret, se, noise, verdict, seen_max,
-        pred.expected, pred.source, evidence.height,
+        pred.expected, pred.source, evidence.height, baseline=baseline, random=random,
     )  # fmt: skip
+
+
+def _matching(evidence: pl.DataFrame, allocation: Mapping[str, Any]) -> pl.DataFrame:
+    """The rows of `evidence` whose columns hold `allocation`'s values."""
+    match = pl.lit(True)
+    for k, v in allocation.items():
+        match = match & (pl.col(k) == v)
+    return evidence.filter(match)
+
+
+def _regret(best: Mapping[str, Any], pick: Mapping[str, Any], value: str) -> tuple[float, float]:
+    """The regret of `pick` against `best` (rows of the evidence at C) and its standard error."""
+    regret = max(float(best[value]) - float(pick[value]), 0.0)
+    return regret, math.sqrt(float(best["se"]) ** 2 + float(pick["se"]) ** 2)
 
 
 def _unchecked(base: Validation, reason: str) -> Validation:
