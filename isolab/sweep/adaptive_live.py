@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -63,6 +64,11 @@ RULE_TAG = "isolab.adaptive.rule"
 FRACTION_TAG = "isolab.adaptive.compute_fraction"
 #: In a trial's last report: its run has ended (FINISHED), so the scheduler never pauses it.
 DONE_KEY = "isolab/run_ended"
+#: A resumed run's first report: the evaluation its checkpoint holds, reported again before it
+#: trains (`live_trainable`), so the rung decides whether it waits, stops or goes on.
+REPLAY_KEY = "isolab/replayed"
+#: The report a checkpoint was taken at, kept beside it (`live_trainable`).
+REPORT_FILE = "isolab_report.json"
 THREAD_TIMEOUT_ENV = "TUNE_FUNCTION_THREAD_TIMEOUT_S"
 
 
@@ -294,6 +300,8 @@ class LiveScheduler(AdaptiveScheduler):
         return max(rows, key=lambda r: r[self.x])[self.y] if rows else math.nan
 
     def on_trial_result(self, tune_controller, trial, result: dict) -> str:
+        if result.get(REPLAY_KEY):  # its evaluation is known (preloaded or reported): decide
+            return self._on_replay(tune_controller, trial)
         decision = super().on_trial_result(tune_controller, trial, result)
         if result.get(DONE_KEY):  # the run's last evaluation: it has ended, never pause it
             return self.CONTINUE if decision == self.PAUSE else decision
@@ -301,20 +309,19 @@ class LiveScheduler(AdaptiveScheduler):
             self.marks.paused(self._key(trial))
         return decision
 
-    def choose_trial_to_run(self, tune_controller):
-        """As `AdaptiveScheduler`'s, but a run resumed from a checkpoint at a rung not yet
-        judged does not start until that rung is: started, it would train on past the rung
-        before its report, and a stop of its arm would come too late (issue 52: the run ended
-        FINISHED at the budget, tagged stopped)."""
-        from ray.tune.experiment import Trial
-
-        for trial in tune_controller.get_trials():
-            if trial.status == Trial.PENDING and not self._waiting(self._key(trial)):
-                return trial
-        for trial in tune_controller.get_trials():
-            if trial.status == Trial.PAUSED and not self._waiting(self._key(trial)):
-                return trial
-        return None
+    def _on_replay(self, tune_controller, trial) -> str:
+        """A resumed run's first report, the rung its checkpoint is at: it stops with its arm,
+        waits while the rung is not judged, or goes on. Tune starts every PENDING trial,
+        whatever `choose_trial_to_run` says, so a resumed run held back there still started and
+        trained past its unjudged rung (issue 52): this report is where it is held."""
+        key = self._key(trial)
+        self._judge_ready(tune_controller, current=trial)
+        if self.stop_of(key) is not None:
+            return self.STOP
+        if self._waiting(key):
+            self.marks.paused(key)
+            return self.PAUSE
+        return self.CONTINUE
 
     def _judge(self, i: int) -> None:
         if i == len(self.rungs) - 1:  # the budget: every live run has ended, nothing to stop
@@ -347,18 +354,23 @@ def live_trainable(
         key = config[RUN_KEY]
         cfg = RunConfig.from_dict(configs[key])
         keep = checkpoints / key
+        # in this order: a stop writes its tags before it removes the checkpoint, so a trial
+        # that finds no checkpoint because its arm just stopped finds the tags
         resume = keep if (keep / STATE_FILE).exists() else None
-        if resume is not None and _stopped_run(resume, uri):  # its arm's stop stands: the
-            shutil.rmtree(keep, ignore_errors=True)  # trial ends without training
+        if _stopped_key(key, cfg.experiment, uri):  # its arm's stop stands: the trial ends
+            shutil.rmtree(keep, ignore_errors=True)  # without training
+            return
+        if resume is not None and not _replay(keep):  # stopped at its rung meanwhile
             return
 
         def at_eval(step: int, path: Path, metrics: dict) -> None:
             fresh = keep.with_name(key + ".new")
             shutil.rmtree(fresh, ignore_errors=True)
             shutil.copytree(path, fresh)
+            report = {DEFAULT_X: float(metrics[ROLLOUTS]), metric: float(metrics[metric])}
+            (fresh / REPORT_FILE).write_text(json.dumps(report))
             shutil.rmtree(keep, ignore_errors=True)
             fresh.rename(keep)  # the copy is whole or absent
-            report = {DEFAULT_X: float(metrics[ROLLOUTS]), metric: float(metrics[metric])}
             try:
                 tune.report(report, checkpoint=tune.Checkpoint.from_directory(keep))
             except SystemExit:  # Tune paused or stopped the trial at this report
@@ -374,6 +386,23 @@ def live_trainable(
         tune.report(last)
 
     return trainable
+
+
+def _replay(keep: Path) -> bool:
+    """Report the evaluation that checkpoint `keep` was taken at once more, before the run
+    trains from it (`REPLAY_KEY`): Tune pauses or stops the trial there (its report raises
+    SystemExit) or lets it go on (True). The report carries a checkpoint of its own, not `keep`:
+    a judgement of the rung may remove `keep` meanwhile (its arm stopped: False)."""
+    from ray import tune
+
+    try:
+        report = json.loads((keep / REPORT_FILE).read_text())
+    except FileNotFoundError:  # taken before reports were kept (train on), or removed
+        return (keep / STATE_FILE).exists()
+    with tempfile.TemporaryDirectory(prefix="isolab-replay-") as held:
+        (Path(held) / REPORT_FILE).write_text(json.dumps(report))
+        tune.report({**report, REPLAY_KEY: True}, checkpoint=tune.Checkpoint.from_directory(held))
+    return (keep / STATE_FILE).exists()
 
 
 @dataclass
@@ -395,14 +424,12 @@ def _recorded_stop(run) -> Stop | None:
     return Stop(float(tags[STOPPED_AT_TAG]), tags.get(REASON_TAG, ""))
 
 
-def _stopped_run(checkpoint: Path, uri: str) -> bool:
-    """Whether the MLflow run a checkpoint belongs to is tagged stopped (a run of a stopped
-    arm is never trained again, even where a decision and a resume crossed)."""
-    from isolab.rl.trainer import read_state
-    from isolab.tracking import client
+def _stopped_key(run_key: str, experiment: str, uri: str) -> bool:
+    """Whether a run of `run_key` is tagged stopped in the store (a run of a stopped arm is never
+    trained again, even where a decision and a resume crossed)."""
+    from isolab.tracking import find_runs
 
-    run_id = read_state(checkpoint)["run_id"]
-    return STOPPED_AT_TAG in client(uri).get_run(run_id).data.tags
+    return any(STOPPED_AT_TAG in r.data.tags for r in find_runs(experiment, uri, run_key=run_key))
 
 
 def _store_state(
