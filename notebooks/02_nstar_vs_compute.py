@@ -132,7 +132,7 @@ print(report.summary_text())
 from isolab.plots.adaptive import plot_adaptive
 from isolab.sweep.adaptive import StoppingRule, replay
 
-rule = StoppingRule()  # z = 2.5, grace = 2 checkpoints
+rule = StoppingRule()  # the default: z = 3, no stop before half the budget
 splits = data["main"].partition_by("split", as_dict=True)
 replays = {split: replay(d, rule) for (split,), d in sorted(splits.items())}
 display(*(plot_adaptive(r, split) for split, r in replays.items()))

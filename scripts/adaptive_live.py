@@ -5,7 +5,8 @@
 
 SNAPSHOT (default runs/nstar/cpu/adaptive) is `isolab runs export nstar/cpu/adaptive` of
 `isolab sweep adaptive studies/nstar/cpu/adaptive.yaml --workers 2`: nstar/cpu/main's Easy grid
-(the same configs and seeds) run adaptively with the default rule (z = 2.5, grace = 2). A run
+(the same configs and seeds) run adaptively with the rule of issue 32 (z = 2.5, grace = 2, judged from the third checkpoint:
+`ISSUE_32_RULE`; the default since issue 47 waits for half the budget). A run
 whose last evaluation is below the budget was stopped there.
 
 It prints, per checkpoint C: the full grid's best arm (runs/nstar/cpu/main, Easy) and whether
@@ -32,6 +33,9 @@ from isolab.vocab import DEFAULT_X, DEFAULT_Y
 RUNS = Path(__file__).resolve().parents[1] / "runs"
 CFG = ("n", "B_p", "M")
 
+#: The rule the committed live sweep ran with (before issue 47 made the default wait).
+ISSUE_32_RULE = StoppingRule(z=2.5, judge_from=0.0)
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -46,7 +50,7 @@ def main() -> None:
     grid, live = (
         d.filter(pl.col(x) > 0).with_columns(arm=arm_label_expr(CFG)) for d in (grid, live)
     )
-    r = replay(grid, StoppingRule())
+    r = replay(grid, ISSUE_32_RULE)
 
     ends = live.group_by("arm", "seed").agg(pl.col(x).max().alias("end"))
     stopped = {

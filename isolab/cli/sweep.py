@@ -305,10 +305,21 @@ def adaptive_cmd(
     spec: SpecPath,
     workers: Annotated[int, typer.Option("--workers", "-k", help="Runs at once.")] = 1,
     z: Annotated[
-        float,
-        typer.Option(help="Stop an arm below the best by more than z standard errors."),
-    ] = 2.5,
-    grace: Annotated[int, typer.Option(help="Rungs judged before any stop.")] = 2,
+        float | None,
+        typer.Option(
+            help="Stop an arm below the best by more than z standard errors (default: the "
+            "calibrated rule's, printed at the start)."
+        ),
+    ] = None,
+    grace: Annotated[int | None, typer.Option(help="Rungs judged before any stop.")] = None,
+    judge_from: Annotated[
+        float | None,
+        typer.Option(
+            help="Stop no arm before this share of the budget. The default waits for half: "
+            "an arm that overtakes the leader late is kept (docs/statistics.md); 0 judges from "
+            "the first checkpoint past --grace."
+        ),
+    ] = None,
     eta: Annotated[
         float | None,
         typer.Option(
@@ -320,23 +331,30 @@ def adaptive_cmd(
 ) -> None:
     """Run a sweep adaptively: stop the arms worse than the best by more than their noise at each checkpoint, carry on with the rest (successive halving on Ray Tune).
 
-    Every run pauses at each common checkpoint until all live runs reach it; the rung is then judged, the runs of the arms stopped end KILLED with the reason as a tag, the others resume from their checkpoint. The same command resumes an interrupted sweep. See docs/statistics.md for the rule and its calibration.
+    Every run pauses at each common checkpoint until all live runs reach it; the rung is then judged, the runs of the arms stopped end KILLED with the reason as a tag, the others resume from their checkpoint. It prints the kinds of planted world the rule was validated on and how often it kept their best arm, and says so when the best arm changed within the sweep (an early stop is then not advice about the budget). The same command resumes an interrupted sweep. See docs/statistics.md for the rule and its calibration.
     """
     from isolab.sweep.adaptive import StoppingRule
     from isolab.sweep.adaptive_live import run_adaptive
     from isolab.tracking import resolve_uri
 
     plan = load_plan(spec)
+    default = StoppingRule()  # an option not given is the calibrated rule's
     try:
-        rule = StoppingRule(z=z, grace=grace, eta=eta)
+        rule = StoppingRule(
+            z=default.z if z is None else z,
+            grace=default.grace if grace is None else grace,
+            eta=eta,
+            judge_from=default.judge_from if judge_from is None else judge_from,
+        )
     except ValueError as exc:  # its message opens with the field: "eta = inf: …"
-        fail(f"{spec}: option --{exc}")
+        fail(f"{spec}: option --{str(exc).replace('judge_from', 'judge-from', 1)}")
     uri = resolve_uri(tracking_uri)
     check_artifacts(uri, plan.spec.name)
     console.print(
         f"adaptive sweep [bold]{safe(plan.spec.name)}[/]: {len(plan.points)} runs, rule "
         f"{rule.text}, {workers} worker(s) · store {safe(uri)}"
     )
+    _print_validation(rule)
 
     def judged(setting, C, decision, stopped) -> None:
         where = ", ".join(f"{k}={v}" for k, v in setting.items()) or "all"
@@ -357,29 +375,82 @@ def adaptive_cmd(
         err.print(f"[yellow]interrupted[/]: run again to resume:\n  {safe(resume, 1000)}")
         exit_interrupted()
     for r in report.settings:
-        where = ", ".join(f"{k}={v}" for k, v in r.setting.items()) or "all"
-        console.print(
-            f"{safe(where)}: {safe(r.best_text(plan.spec.metric))} · compute {r.spent:,.0f} of "
-            f"the full grid's {r.grid:,.0f} rollouts ({r.fraction:.0%})"
-        )
-        for a in r.arms.iter_rows(named=True):
-            state = (
-                f"stopped at C = {a['stopped_at']:,.0f}: {a['reason']}"
-                if a["stopped_at"] is not None
-                else "ran to the budget"
-            )
-            console.print(f"  {safe(a['arm'])}: {a['last']:.3f} · {safe(state)}")
+        _print_setting(r, plan.spec.metric)
     console.print(
         f"[green]done[/] in {_duration(report.wall_s)}: {report.spent / report.grid:.0%} of the "
         "full grid's compute"
     )
 
 
+def _print_validation(rule) -> None:
+    """What the rule was validated on (planted worlds drawn like the committed nstar sweep)
+    and how often it kept their best arm; a warning where it drops late bloomers."""
+    from isolab.sweep.adaptive_calibration import KEEP_TARGET, validation
+
+    try:
+        checked = validation(rule)
+    except FileNotFoundError as exc:
+        err.print(f"[yellow]rule not validated[/]: {safe(str(exc), 500)}")
+        return
+    console.print(safe(checked.text, 2000))
+    if not checked.keeps_late_bloomers:
+        err.print(
+            f"[yellow]this rule stops late bloomers[/] (best kept in under {KEEP_TARGET:.0%} of "
+            "some split's late-bloomer worlds): an arm it stops early may have overtaken the "
+            "best by the budget, so its stops are not advice about the budget (the default "
+            "rule waits for half the budget)."
+        )
+
+
+def _print_setting(r, metric: str) -> None:
+    """One setting's outcome: the best arm, the compute, each arm; where the best arm changed
+    between rungs, that the optimum moved and that the early stops are not advice."""
+    from isolab.frontier.validate import WITHIN_SE
+    from isolab.sweep.adaptive import leader_path
+
+    where = ", ".join(f"{k}={v}" for k, v in r.setting.items()) or "all"
+    path = leader_path([*r.decisions, r.final] if r.final is not None else r.decisions)
+    console.print(
+        f"{safe(where)}: {safe(r.best_text(metric))} · compute {r.spent:,.0f} of "
+        f"the full grid's {r.grid:,.0f} rollouts ({r.fraction:.0%})"
+    )
+    if path.moved:
+        console.print(
+            f"  [yellow]the optimum moved within this sweep[/]: best {safe(path.text, 1000)}"
+        )
+        stopped = int(r.arms["stopped_at"].is_not_null().sum())
+        if stopped:
+            console.print(
+                f"  that best is the best of the arms run to the budget, not of the grid: "
+                f"{stopped} arm(s) were stopped before it"
+            )
+        for C, gap, se in path.behind:
+            console.print(
+                f"  the best at the budget was behind the best at C = {C:,.0f} by {gap:.3f} "
+                f"(> {WITHIN_SE:g} × {se:.3f}, the SE of the difference): a late bloomer"
+            )
+    for a in r.arms.iter_rows(named=True):
+        if a["stopped_at"] is None:
+            state = "ran to the budget"
+        elif path.moved:
+            state = (
+                f"stopped early at C = {a['stopped_at']:,.0f}, not a verdict at the budget "
+                f"(the optimum moved within the sweep): {a['reason']}"
+            )
+        else:
+            state = f"stopped at C = {a['stopped_at']:,.0f}: {a['reason']}"
+        console.print(f"  {safe(a['arm'])}: {a['last']:.3f} · {safe(state)}")
+
+
 def _adaptive_command(spec: Path, workers: int, rule, tracking_uri: str | None) -> str:
     """The command that resumes an adaptive sweep: every option given, so that the resumed
-    sweep judges its rungs by the same rule."""
+    sweep judges its rungs by the same rule (`--judge-from` where it is not the default)."""
+    from isolab.sweep.adaptive import StoppingRule
+
     # str(float): the shortest text that reads back as the same number
     command = f"isolab sweep adaptive {spec} --workers {workers} --z {rule.z} --grace {rule.grace}"
+    if rule.judge_from != StoppingRule.judge_from:
+        command += f" --judge-from {rule.judge_from}"
     command += f" --eta {rule.eta}" if rule.eta is not None else ""
     return command + (f" --tracking-uri {tracking_uri}" if tracking_uri else "")
 

@@ -61,8 +61,10 @@ def plot_adaptive_path(r: Replay, ax: Axes, *, x: str = DEFAULT_X) -> Axes:
     if lost.height:
         ax.plot(lost["C"].to_numpy(), lost["grid_n"].to_numpy(), "x", color="crimson", ms=10,
                 mew=2, label="grid's best already stopped")  # fmt: skip
-    if r.rule.grace < p.height:
-        ax.axvline(C[r.rule.grace], color="0.6", ls=":", lw=1, label="first checkpoint judged")
+    budget = float(C.max()) if len(C) else None
+    opens = [i for i in range(len(C)) if r.rule.opens(i, float(C[i]), budget)]
+    if opens:
+        ax.axvline(C[opens[0]], color="0.6", ls=":", lw=1, label="first checkpoint judged")
     ax.set_xscale("log")
     ax.set_yscale("log", base=2)
     ns = np.concatenate([p["grid_n"].to_numpy(), p["adaptive_n"].to_numpy()]).astype(float)

@@ -74,7 +74,8 @@ class AdaptiveScheduler(FIFOScheduler):
     Args:
         rule: the stopping rule.
         rungs: the sweep's checkpoints (x > 0), in any order; rung i's index is its place in
-            increasing order (the rule's `grace` counts them).
+            increasing order (the rule's `grace` counts them), the last is the budget (the
+            rule's `judge_from` is a share of it).
         points: one row per run: ``run_key``, the config columns, and ``seed`` /
             ``eval_problems`` / ``eval_k_samples`` where known.
         pause: pause a trial at a rung not yet judged (True) or let it run on (False).
@@ -213,7 +214,9 @@ class AdaptiveScheduler(FIFOScheduler):
         if not rows:
             return
         at = pl.DataFrame(rows).sort(RUN_KEY)
-        decision = judge_rung(at, self.rule, rung=i, y=self.y, x=self.x, config=self.cfg)
+        decision = judge_rung(
+            at, self.rule, rung=i, budget=self.rungs[-1], y=self.y, x=self.x, config=self.cfg
+        )
         self.decisions.append(decision)
         for row in decision.arms.filter("stop").iter_rows(named=True):
             self.stops[arm_label(row, self.cfg)] = Stop(C, row["reason"])
