@@ -36,6 +36,8 @@ def model_config(name: str):
     if models.is_tiny(name):
         spec = models.TINY_PRESETS[name]
         return models.tiny_model_config(spec, len(models.build_char_tokenizer()))
+    if models.is_chat_preset(name):
+        return models.chat_model_config(models.CHAT_PRESETS[name])
     models.check_source(name)
     return copy.deepcopy(_read_config(name))
 
@@ -88,7 +90,7 @@ def expected_lengths(
     200 training problems (from `data_dir`, else the hub); completions at their cap."""
     if models.is_tiny(model):
         if task != "arithmetic":
-            raise ValueError(f"tiny models only run the arithmetic task, not {task!r}")
+            raise ValueError(models.tiny_refusal(model, task))
         problems = arithmetic.generate_problems(500, seed=12345)
         prompt = np.mean([len(arithmetic.raw_prompt(p)) for p in problems])
         completion = np.mean([len(arithmetic.raw_target(p)) + 1 for p in problems])
@@ -97,7 +99,10 @@ def expected_lengths(
 
     from isolab.tasks import get_task
 
-    tok = _read(AutoTokenizer.from_pretrained, model, "tokenizer")
+    if models.is_chat_preset(model):  # built in code: planning installs nothing
+        tok = models.build_byte_tokenizer()
+    else:
+        tok = _read(AutoTokenizer.from_pretrained, model, "tokenizer")
     t = get_task(task, "chat")
     try:
         sample = t.problems(split="train", limit=200, data_dir=data_dir)

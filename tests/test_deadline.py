@@ -25,7 +25,7 @@ STUCK_LATER = (
     "    calls.append(1)\n"
     "    while len(calls) > 1:\n"
     "        pass\n"
-    "    return [0.0] * len(completions)\n"
+    "    return [1.0 - i % 2 for i in range(len(completions))]  # gold 1, wrong answer 0\n"
 )
 
 

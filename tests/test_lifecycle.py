@@ -43,8 +43,8 @@ def test_a_run_that_fails_exits_1(cli, isolab_cache, tracking_uri, tmp_path, bod
         "calls = []\n"
         "def bad(prompts, completions, answer=None, **kwargs):\n"
         "    calls.append(1)\n"
-        "    if len(calls) == 1:  # the pre-flight\n"
-        "        return [0.0] * len(completions)\n"
+        "    if len(calls) == 1:  # the pre-flight: each gold (1), then a wrong answer (0)\n"
+        "        return [1.0 - i % 2 for i in range(len(completions))]\n"
         f"    {body}\n"
     )
     (tmp_path / "run.yaml").write_text(TINY.format(M=2) + "reward: bad_reward.py:bad\n")

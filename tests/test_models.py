@@ -15,7 +15,7 @@ from isolab import difficulty, models
 from isolab.models import reward as reward_models
 from isolab.tracking.snapshot import digest_mismatches
 
-SHIPPED = [*models.TINY_PRESETS, *reward_models.REWARD_MODEL_PRESETS]
+SHIPPED = [*models.TINY_PRESETS, *models.CHAT_PRESETS, *reward_models.REWARD_MODEL_PRESETS]
 
 
 @pytest.fixture

@@ -123,7 +123,12 @@ def test_csv_and_parquet_and_a_validation_file_and_a_verifier_of_your_own(card_d
         "def same(completion, gold):\n    return completion.strip().endswith(gold)\n"
     )
     path = _edit(
-        card_dir, data="train.csv", validation="val.parquet", verifier="check.py:same", few_shot=0
+        card_dir,
+        data="train.csv",
+        validation="val.parquet",
+        verifier="check.py:same",
+        few_shot=0,
+        gold_format="bare",  # the system message asks for a box, this verifier reads none
     )
     card = load_card(path)
     assert (len(card.problems("train")), len(card.problems("test"))) == (40, 20)
@@ -592,14 +597,17 @@ def test_a_reward_reading_its_own_column_trains_as_under_trl(
          "got (answer, completion_ids, completions, final, id, log_extra, log_metric, prompts, "
          "question, trainer_state, unit)"),
         ("return [1.0]", "returned list of 1 for 4 completions"),
+        ("return [0.0] * len(completions)",
+         "scores every deliberately wrong answer as high as the gold"),
     ],
 )  # fmt: skip
 def test_a_bad_reward_is_refused_before_the_model_loads(
     card_dir: Path, tmp_path: Path, monkeypatch, body: str, says: str
 ):
-    """A reward that reads a column the data lacks, or returns the wrong length, is called once
-    on gold answers before any model loads: refused in seconds, naming the function, the key
-    and the keys it got, with no run left behind."""
+    """A reward that reads a column the data lacks, returns the wrong length, or scores a
+    deliberately wrong answer as high as the gold, is called once on gold answers and wrong
+    ones before any model loads: refused in seconds, naming the function, the key and the keys
+    it got, with no run left behind."""
     import time
 
     from isolab.rl import train as train_module
@@ -621,6 +629,35 @@ def test_a_bad_reward_is_refused_before_the_model_loads(
     assert time.perf_counter() - started < 10
     assert "reward by_final.py:f" in str(info.value) and says in str(info.value)
     assert not (tmp_path / "store.db").exists()
+
+
+def test_a_deliberately_wrong_answer_is_wrong():
+    """The pre-flight's wrong answer beside each gold: a number plus one, the next choice
+    letter, other text reversed; never the gold itself."""
+    from isolab.rl.rewards import wrong_answer
+
+    cases = {"49": "50", "-1": "0", "2.50": "3.50", "B": "C", "J": "A", "Paris": "siraP"}
+    for gold, wrong in cases.items():
+        assert wrong_answer(gold) == wrong
+    assert wrong_answer("abba") == "wrong"
+
+
+def test_a_reward_of_yours_in_a_sum_may_ignore_correctness(card_dir: Path, monkeypatch):
+    """The right-from-wrong check is for a reward of the user's that is the whole reward: a
+    format or length term in a sum scores the gold and the wrong answer alike, and passes."""
+    from isolab.rl.rewards import get_rewards, preflight
+
+    (card_dir / "length.py").write_text(
+        "def f(prompts, completions, **kwargs):\n    return [0.5] * len(completions)\n"
+    )
+    monkeypatch.chdir(card_dir)
+    task = get_task(str(card_dir / "task.yaml"), "chat")
+    problems = task.problems("train")
+    preflight("sparse + length.py:f", get_rewards("sparse + length.py:f", task), task, problems)
+    from isolab.rl.rewards import RewardFunctionError
+
+    with pytest.raises(RewardFunctionError, match="reward length.py:f scores every"):
+        preflight("length.py:f", get_rewards("length.py:f", task), task, problems)
 
 
 @pytest.mark.parametrize(

@@ -41,12 +41,16 @@ def models_build(
     names = [*models.preset_names(), *reward_models.REWARD_MODEL_PRESETS]
     if name not in names:
         fail(f"unknown preset {name!r}; choose one of {', '.join(names)}")
-    if from_scratch and not (models.is_tiny(name) or models.is_reward_preset(name)):
+    built_here = models.is_tiny(name) or models.is_chat_preset(name)
+    if from_scratch and not (built_here or models.is_reward_preset(name)):
         fail(
             f"--from-scratch: {name} is not built by isolab; only tiny presets and tiny-orm/prm are"
         )
     try:
-        if models.is_reward_preset(name):
+        if models.is_chat_preset(name):
+            with console.status(f"{'warm-starting' if from_scratch else 'installing'} {name}…"):
+                path = models.build(name, force=force, from_scratch=from_scratch)
+        elif models.is_reward_preset(name):
             with console.status(f"{'training' if from_scratch else 'installing'} {name}…"):
                 path = reward_models.build(name, force=force, from_scratch=from_scratch)
         elif models.is_tiny(name) and from_scratch:

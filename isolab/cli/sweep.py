@@ -102,8 +102,10 @@ def plan_cmd(
 ) -> None:
     """Print the grid (n, B_p, B, M, planned FLOPs, ρ, estimated wall time) and every dropped point with its reason.
 
-    Touches no store and starts no run. Wall times assume tiny-model speeds unless the spec
-    gives `timing:` or `--probe` measures the base model here.
+    Touches no store and starts no run. Wall times come from the spec's `timing:`, `--probe`
+    (measures the base model here, cached), a probe cached on this machine, or for the tiny
+    arithmetic presets their defaults; for any other model they are `unknown`. Warns where a
+    point evaluates too seldom for the recommendation's C/2 and C/4 self-checks.
     """
     from isolab.sweep import SpecError
     from isolab.sweep.plan import check_machine
@@ -116,7 +118,11 @@ def plan_cmd(
             fail(f"{spec}: {exc}")
         # a GPU spec is made for another machine: its plan is worth reading here, its run is not
         err.print(f"[yellow]note:[/] {safe(exc, 400)} (`sweep run` here refuses it)")
+    from isolab.cli.train import say_scope
+
     s = plan.spec
+    for model in sorted(set(s.values_of("model"))):
+        say_scope(model)
     same, table = _plan_table(plan)
     console.print(f"[bold]sweep {safe(s.name)}[/]: {len(plan.points)} runs ({s.mode})")
     if same:
@@ -139,29 +145,41 @@ def plan_cmd(
     # prose wraps at the console's width, piped too (`console.soft_wrap` is for tables)
     console.print(f"budget {budget}{cap}", soft_wrap=False)
     console.print(checkpoints, soft_wrap=False)
+    from isolab.sweep.plan import MAX_WALL_HOURS, self_check_gaps, wall_hours
+
+    unknown = plan.unknown_wall_models
     console.print(
         f"total {plan.total_rollouts:,} rollouts, {plan.total_flops:.3g} FLOPs; "
-        f"estimated wall time {_duration(plan.est_wall_s / max(1, workers))} "
-        f"with {workers} worker(s)",
+        + _wall_line(plan, workers),
         soft_wrap=False,
     )
-    from isolab.models import is_tiny
-    from isolab.sweep.plan import MAX_WALL_HOURS, wall_hours
-    from isolab.sweep.spec import Timing
-
-    if not probe and not is_tiny(s.base.model) and s.timing == Timing():
+    if unknown:
         console.print(
-            f"[bold yellow]note:[/] wall times assume tiny-model speeds; {safe(s.base.model)} is "
-            "far slower per rollout: add --probe to measure it here.",
+            f"[bold yellow]note:[/] no wall-time estimate for {safe(', '.join(unknown))} here: "
+            f"run `isolab sweep plan {safe(spec)} --probe` (loads the model once and measures "
+            "it, cached) or give `timing:` in the spec.",
             soft_wrap=False,
         )
-
-    if wall_hours(plan, workers) > MAX_WALL_HOURS:
+    for gap in self_check_gaps(plan):
+        console.print(f"[bold yellow]warning:[/] {safe(gap, 1000)}", soft_wrap=False)
+    if not unknown and wall_hours(plan, workers) > MAX_WALL_HOURS:
         console.print(
             f"[bold yellow]warning:[/] over {MAX_WALL_HOURS} h: `sweep run` refuses it unless "
             f"{SIZE_GUARD_ENV}=1 (narrow the axes, lower the budget or add workers).",
             soft_wrap=False,
         )
+
+
+def _wall_line(plan: SweepPlan, workers: int) -> str:
+    """The plan's wall time with `workers`, and where its timing comes from; `unknown` where a
+    point's model has no timing here (a tiny-model figure would mislead by minutes per run)."""
+    if plan.unknown_wall_models:
+        return "estimated wall time unknown"
+    sources = sorted({p.timing_source for p in plan.points})
+    return (
+        f"estimated wall time {_duration(plan.est_wall_s / max(1, workers))} with {workers} "
+        f"worker(s) (timing: {', '.join(sources)})"
+    )
 
 
 def _plan_table(plan: SweepPlan) -> tuple[dict[str, str], Table]:
@@ -184,7 +202,9 @@ def _plan_table(plan: SweepPlan) -> tuple[dict[str, str], Table]:
             "rollouts": [f"{p.config.rollouts:,}" for p in plan.points],
             "FLOPs": [_flops(p.planned_flops) for p in plan.points],
             "ρ": ["—" if math.isnan(p.rho) else f"{p.rho:.2f}" for p in plan.points],
-            "est. wall": [_duration(p.est_wall_s) for p in plan.points],
+            "est. wall": [
+                _duration(p.est_wall_s) if p.wall_known else "unknown" for p in plan.points
+            ],
         }
     )
     same = {k: v[0] for k, v in columns.items() if len(set(v)) == 1} if len(plan.points) > 1 else {}

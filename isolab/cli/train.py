@@ -34,6 +34,7 @@ def train(
 
     cfg = load_config(config, set_ or [])
     check_artifacts(tracking_uri, cfg.experiment)
+    say_scope(cfg.model)
     started_ms = int(time.time() * 1000)
     try:
         with terminate_as_interrupt():  # SIGTERM ends the run KILLED, as Ctrl-C does
@@ -45,6 +46,15 @@ def train(
         err.print(f"[yellow]{how}[/]: the run is marked KILLED.")
         exit_interrupted(143 if isinstance(exc, Terminated) else 130)
     print_results([(cfg, result)])
+
+
+def say_scope(model: str) -> None:
+    """What a run of `tiny-chat` measures (plumbing, not the task), said before it is planned
+    or trained: its avg@k would otherwise read as a result."""
+    from isolab.models import TINY_CHAT_SCOPE, is_chat_preset
+
+    if is_chat_preset(model):
+        err.print(f"[yellow]note:[/] {safe(TINY_CHAT_SCOPE, 1000)}.")
 
 
 def _failure_code(exc: Exception, cfg, tracking_uri: str | None, started_ms: int) -> int:
@@ -139,6 +149,7 @@ def flops(
     from isolab.planning import plan_config
 
     cfg = load_config(config, set_ or [])
+    say_scope(cfg.model)
     try:
         plan = plan_config(cfg, prompt_len=prompt_len, completion_len=completion_len)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
@@ -158,6 +169,14 @@ def flops(
         f"ρ = {plan['compute/rho']:.3f} · rollouts = {cfg.rollouts:,} · "
         f"lengths: prompt {plan['prompt_len']:.1f}, completion {plan['completion_len']:.1f} tokens"
     )
+    from isolab.models import is_tiny
+
+    if completion_len is None and not is_tiny(cfg.model):  # tiny: arithmetic's own targets
+        console.print(
+            "completions planned at their cap (max_completion_tokens): an upper bound, as "
+            "models often stop earlier; give --completion-len with a measured mean (TRL's "
+            "completions/mean_length of a run) for a closer plan"
+        )
 
 
 def register(app: typer.Typer) -> None:

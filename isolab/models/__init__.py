@@ -5,26 +5,34 @@
     model, tok = models.load("tiny-m")
     models.digest("tiny-m")           # sha256 of the weights in use
 
-Modules: `tiny` (specs and shapes of the tiny presets), `weights` (install, build, load,
-digests), `warm_start` (the supervised warm start to a target regime), `sampling` (sample and
-grade with HF generate), `smollm2` (the offline real-LM preset), and the package `reward`
-(tiny ORM/PRM, hub reward models, and the configs the ledger charges).
+Modules: `tiny` (specs and shapes of the tiny presets, `tiny-chat` among them), `weights`
+(install, build, load, digests), `warm_start` (the supervised warm start to a target regime),
+`chat_warm_start` (`tiny-chat`'s warm start on a generic numeric-answer format), `sampling`
+(sample and grade with HF generate), `smollm2` (the offline real-LM preset), and the package
+`reward` (tiny ORM/PRM, hub reward models, and the configs the ledger charges).
 """
 
 from isolab.models.tiny import (
+    CHAT_PRESETS,
     REAL_PRESETS,
     REWARD_MODEL_PRESETS,
+    TINY_CHAT_SCOPE,
     TINY_PRESETS,
+    ChatSpec,
     RewardModelSpec,
     TinySpec,
     WarmStartTarget,
+    build_byte_tokenizer,
     build_char_tokenizer,
+    chat_model_config,
+    is_chat_preset,
     is_reward_preset,
     is_tiny,
     param_count,
     preset_names,
     reward_preset_config,
     tiny_model_config,
+    tiny_refusal,
 )
 from isolab.models.weights import (
     BUILD_INFO,
@@ -46,20 +54,26 @@ from isolab.models.weights import (
 
 __all__ = [
     "BUILD_INFO",
+    "CHAT_PRESETS",
     "REAL_PRESETS",
     "REWARD_MODEL_PRESETS",
+    "TINY_CHAT_SCOPE",
     "TINY_PRESETS",
     "WEIGHTS",
+    "ChatSpec",
     "RewardModelSpec",
     "SampleResult",
     "TinySpec",
     "WarmStartTarget",
     "build",
+    "build_byte_tokenizer",
     "build_char_tokenizer",
+    "chat_model_config",
     "check_source",
     "current_digest",
     "digest",
     "install_shipped",
+    "is_chat_preset",
     "is_reward_preset",
     "is_tiny",
     "list_models",
@@ -75,6 +89,7 @@ __all__ = [
     "shipped_dir",
     "shipped_info",
     "tiny_model_config",
+    "tiny_refusal",
 ]
 
 

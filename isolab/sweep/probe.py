@@ -49,7 +49,10 @@ def machine_signature() -> str:
 
 
 def _model_identity(name: str) -> str:
-    digest = models.digest(name)
+    """What a probe's cache is keyed by: the weights' digest (a preset's shipped one before it
+    is installed: the same key before and after), else a folder's path and modification time,
+    else the name (a hub id)."""
+    digest = models.current_digest(name)
     if digest:
         return digest
     path = Path(name)
@@ -70,6 +73,13 @@ def timing_path(cfg: RunConfig) -> Path:
     )
     safe = cfg.model.replace("/", "--")[-60:]
     return cache_root() / "timing" / f"{safe}__{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+
+
+def cached_timing(cfg: RunConfig) -> Timing | None:
+    """The probe of `cfg`'s model, task and completion length cached on this machine, without
+    measuring anything (None when there is none): `sweep plan` estimates from it unasked."""
+    path = timing_path(cfg)
+    return Timing(**json.loads(path.read_text())["timing"]) if path.exists() else None
 
 
 def probe_timing(cfg: RunConfig, *, refresh: bool = False) -> tuple[Timing, dict]:
@@ -128,6 +138,7 @@ def probe_timing(cfg: RunConfig, *, refresh: bool = False) -> tuple[Timing, dict
         "task": task_id(cfg.task),
         "machine": machine_signature(),
     }
+    path = timing_path(cfg)  # the load may have built it: keyed by the digest it now has
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(record, indent=2) + "\n")

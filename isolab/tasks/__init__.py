@@ -83,9 +83,10 @@ def get_task(name: str, style: str, run_code: bool = False) -> Task:
         return Task(name, style, arithmetic.chat_prompt, arithmetic.verify_chat, 64)
     if style == "raw":
         raise ValueError(
-            f"task {name} needs an instruct LM (chat prompts); the tiny models only know the "
-            "raw arithmetic alphabet. Use model: smollm2-135m, a hub id or a local instruct "
-            "model folder."
+            f"task {name} needs a chat model (chat prompts); tiny-s, tiny-m and tiny-l only know "
+            "the raw arithmetic alphabet. Use model: tiny-chat (seconds per step on a CPU: "
+            "plumbing and allocation mechanics, not the task), smollm2-135m, a hub id or a local "
+            "instruct model folder."
         )
     if card.is_card(name):
         c = card.load_card(name)

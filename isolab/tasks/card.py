@@ -14,16 +14,25 @@ A card (every path relative to the card's folder)::
     few_shot: 2                      # optional: the first k rows of `data` as worked examples
     verifier: numeric                # a grader of VERIFIERS, or module:function / file.py:function
     answer_regex: "Answer: (.*)"     # with verifier: regex, the group that holds the answer
+    gold_format: boxed               # optional: boxed, bare, or a template "Answer: {answer}"
     max_completion_tokens: 256
 
 A verifier given as `module:function` (or `path/to/file.py:function`, relative to the card) is
 called as `function(completion_text, gold_answer) -> bool`: a plain Python function of yours
 (`isolab.tasks.usercode`). It is code from a data folder, so isolab imports and runs it only
 with `trust_remote_code: true` in the run config, and planning (`isolab flops`, `isolab sweep
-plan`) never does. Every gold answer of the card must pass its own verifier when written as
-`\\boxed{answer}` (or as the bare answer for `exact`, `regex` and `choice`): a card whose
-grader rejects its own golds is refused before any run (a verifier of its own: once trusted,
-before any model loads).
+plan`) never does.
+
+A correct completion writes its answer one way, `gold_format` (`TaskCard.written_answer`): the
+few-shot turns show the golds that way, every gold must pass the card's verifier written that
+way (a card whose grader rejects its own golds is refused before any run; a verifier of its
+own, once trusted, before any model loads), and a reward's pre-flight gets them that way.
+`boxed` is `\\boxed{answer}`, `bare` the answer as it is, a template any text with `{answer}`
+in it. Unset, it follows the verifier (`default_gold_format`): `boxed` for `numeric` and
+`math`, and for any verifier where the system message asks for `\\boxed` (a prompt that asks
+for a box and examples that show none disagree); else the pattern's own text for `regex`
+("Answer: (.*)" → "Answer: {answer}"), and `bare` for `exact`, `choice` and a verifier of
+your own.
 
 Every column of the data reaches a reward function as a keyword argument under its own name, as
 TRL passes a data set's columns (`TaskCard.columns`); the answer field also as `answer`, the gold
@@ -77,8 +86,13 @@ CARD_KEYS = (
     "few_shot",
     "verifier",
     "answer_regex",
+    "gold_format",
     "max_completion_tokens",
 )
+#: The named ways a correct completion writes its answer (`gold_format`), beside templates.
+GOLD_FORMATS = {"boxed": "\\boxed{{answer}}", "bare": "{answer}"}
+#: The placeholder of a `gold_format` template.
+GOLD_SLOT = "{answer}"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _CHOICE = re.compile(r"(?<![A-Za-z])([A-J])(?![A-Za-z])")
@@ -130,6 +144,8 @@ class TaskCard:
             set (None: held out from the training pool at `val_share`).
         prompt, answer, id_field, system, few_shot, verifier, answer_regex,
         max_completion_tokens, val_share: as in the card.
+        gold_format: how a correct completion writes its answer: `boxed`, `bare` or a template
+            with `{answer}` (the card's, else `default_gold_format`).
     """
 
     path: Path
@@ -146,6 +162,7 @@ class TaskCard:
     answer_regex: str | None
     max_completion_tokens: int
     val_share: float
+    gold_format: str
 
     @property
     def task_id(self) -> str:
@@ -236,20 +253,33 @@ class TaskCard:
         return messages
 
     def written_answer(self, gold: str) -> str:
-        """A gold answer as a correct completion writes it: boxed, or bare for `exact`,
-        `regex` and `choice` (`regex` through the card's pattern where it has a group)."""
-        if self.verifier in ("numeric", "math"):
-            return f"\\boxed{{{gold}}}"
-        if self.verifier == "regex" and self.answer_regex:
-            return _regex_example(self.answer_regex, gold)
-        return gold
+        """A gold answer as a correct completion writes it, in the card's `gold_format`: the
+        few-shot turns, the check of the golds and a reward's pre-flight all use it."""
+        return written(self.gold_format, gold)
 
 
-def _regex_example(pattern: str, gold: str) -> str:
-    """`pattern` with its first group replaced by `gold` where the pattern is a simple literal
-    around one group ("Answer: (.*)" → "Answer: 48"); else the bare gold."""
+def written(gold_format: str, gold: str) -> str:
+    """`gold` written in `gold_format`: `boxed` → `\\boxed{gold}`, `bare` → gold, a template →
+    the template with `{answer}` replaced by gold (its other braces kept as they are)."""
+    return GOLD_FORMATS.get(gold_format, gold_format).replace(GOLD_SLOT, gold)
+
+
+def default_gold_format(verifier: str, answer_regex: str | None, system: str | None) -> str:
+    """How a correct completion writes its answer when the card does not say (`gold_format`):
+    boxed for `numeric` and `math` and wherever the system message asks for `\\boxed`; for
+    `regex`, the pattern's own text around its group; else bare."""
+    if verifier in ("numeric", "math") or "\\boxed" in (system or ""):
+        return "boxed"
+    if verifier == "regex" and answer_regex:
+        return _regex_template(answer_regex)
+    return "bare"
+
+
+def _regex_template(pattern: str) -> str:
+    """`pattern` as a `gold_format` template where it is a simple literal around one group
+    ("Answer: (.*)" → "Answer: {answer}"); else `bare`."""
     m = re.fullmatch(r"([^()\\\[\]*+?{}|^$.]*)\((.*)\)([^()\\\[\]*+?{}|^$.]*)", pattern)
-    return f"{m.group(1)}{gold}{m.group(3)}" if m else gold
+    return f"{m.group(1)}{GOLD_SLOT}{m.group(3)}" if m else "bare"
 
 
 # ---- graders -------------------------------------------------------------------------------
@@ -698,6 +728,8 @@ def _load(card: Path) -> tuple[TaskCard, list[Path]]:
     max_tokens = data.get("max_completion_tokens", 256)
     if not isinstance(max_tokens, int) or max_tokens < 1:
         raise _fail(card, "max_completion_tokens", f"{brief(max_tokens)}: give tokens ≥ 1")
+    system = str(data["system"]) if data.get("system") else None
+    gold_format = _gold_format(data, verifier, str(regex) if regex else None, system, card)
     out = TaskCard(
         path=card,
         name=name,
@@ -707,12 +739,13 @@ def _load(card: Path) -> tuple[TaskCard, list[Path]]:
         prompt=prompt,
         answer=answer,
         id_field=str(data["id"]) if data.get("id") else None,
-        system=str(data["system"]) if data.get("system") else None,
+        system=system,
         few_shot=few_shot,
         verifier=verifier,
         answer_regex=str(regex) if regex else None,
         max_completion_tokens=max_tokens,
         val_share=float(val_share),
+        gold_format=gold_format,
     )
     _check_splits(out)
     if verifier in VERIFIERS:
@@ -725,6 +758,32 @@ def _load(card: Path) -> tuple[TaskCard, list[Path]]:
     return out, [card, *files]
 
 
+def _gold_format(
+    data: dict, verifier: str, regex: str | None, system: str | None, card: Path
+) -> str:
+    """The card's `gold_format` (checked), else `default_gold_format`. A format that writes no
+    box while the system message asks for one is said in a warning: the prompt and its
+    worked examples then disagree."""
+    value = data.get("gold_format")
+    if value is None:
+        return default_gold_format(verifier, regex, system)
+    if not isinstance(value, str) or (value not in GOLD_FORMATS and GOLD_SLOT not in value):
+        raise _fail(
+            card,
+            "gold_format",
+            f"{brief(value)}: give boxed (\\boxed{{answer}}), bare (the answer as it is) or a "
+            f"template with {GOLD_SLOT} in it (e.g. 'Answer: {GOLD_SLOT}')",
+        )
+    if "\\boxed" in (system or "") and "\\boxed" not in written(value, ""):
+        log.warning(
+            "task card %s: the system message asks for \\boxed, and gold_format %s writes the "
+            "worked examples and golds without one: they disagree (gold_format: boxed?)",
+            card,
+            value,
+        )
+    return value
+
+
 def _check_splits(card: TaskCard) -> None:
     train, val = card.problems("train"), card.problems("test")
     if not train:
@@ -735,7 +794,7 @@ def _check_splits(card: TaskCard) -> None:
 
 
 def _check_golds(card: TaskCard, verify: Callable[[str, str], bool]) -> None:
-    """Every gold, written as a correct completion would write it, passes `verify`."""
+    """Every gold, written in the card's `gold_format`, passes `verify`."""
     for p in [*card.problems("train"), *card.problems("test"), *card.examples()]:
         try:
             ok = verify(card.written_answer(p.answer), p.answer)
@@ -750,9 +809,29 @@ def _check_golds(card: TaskCard, verify: Callable[[str, str], bool]) -> None:
                 card.path,
                 "verifier",
                 f"{card.verifier} rejects problem {p.id}'s own gold answer {brief(p.answer)} "
-                f"written as {brief(card.written_answer(p.answer))}: pick the grader that "
-                f"fits the answers ({'; '.join(f'{k}: {v}' for k, v in VERIFIERS.items())})",
+                f"written as {brief(card.written_answer(p.answer))} (gold_format: "
+                f"{card.gold_format}): {_gold_fix(card, verify, p.answer)}",
             )
+
+
+def _gold_fix(card: TaskCard, verify: Callable[[str, str], bool], gold: str) -> str:
+    """The fix of a gold its verifier rejects: the named `gold_format` it accepts the gold in,
+    where one does; else pick another grader (a verifier of the card's own: fix it)."""
+    for name in GOLD_FORMATS:
+        if name != card.gold_format:
+            try:
+                accepted = verify(written(name, gold), gold)
+            except Exception:  # noqa: BLE001 - only a hint: the refusal stands either way
+                accepted = False
+            if accepted:
+                return f"it accepts it written {name}: set gold_format: {name} in the card"
+    if card.verifier not in VERIFIERS:
+        return (
+            "set gold_format to how a correct completion writes its answer (boxed, bare or a "
+            f"template with {GOLD_SLOT}), or fix the verifier"
+        )
+    graders = "; ".join(f"{k}: {v}" for k, v in VERIFIERS.items())
+    return f"pick the grader that fits the answers ({graders}), or set gold_format"
 
 
 def load_card(path: str | Path, run_code: bool = False) -> TaskCard:
