@@ -4,11 +4,15 @@
 
 One row per claim: the notebook, the study and its runs, the claim, the call, the effect with
 its interval, the smallest effect the design detects (80% power), the unit they share, the
-p-value after Holm's correction over every claim of every study (the family-wise view; a call
-stays per claim at α), the call on the study's sensitivity arm where it has one (nstar's
-`lr-half`, lr_base/2, one seed: "—" where the arm cannot test the claim on its own), and each
-n-claim's readings at equal Σlr (equal optimizer progress) and at equal avg@4 (issue 45;
-`isolab.verdicts.matched`, written into the claim's note by `isolab.verdicts.claims.evaluate`).
+p-value after Holm's correction over every claim of every study (`holm_p`: Holm is the call,
+issue 46 — a call is bold only where it survives; one significant on its own test alone reads
+"per-claim only"), how the test was fixed (pre-registered, revised after the data, or neither;
+`isolab.verdicts.preregistration`), the caveats' labels, the call on the study's sensitivity
+arm where it has one (nstar's `lr-half`, lr_base/2, one seed, per claim: "—" where the arm
+cannot test the claim on its own), and each n-claim's readings at equal Σlr (equal optimizer
+progress) and at equal avg@4 (issue 45; `isolab.verdicts.matched`, written into the claim's
+note by `isolab.verdicts.claims.evaluate`). Below the table: the Holm family's size and each
+caveat in full.
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ import math
 import re
 
 from isolab import study
+from isolab.study.analyses.report import registration_label
 from isolab.tracking.runs import load_runs
 from isolab.tracking.snapshot import is_snapshot
-from isolab.verdicts.result import holm
+from isolab.verdicts import Verdict
 
 
 def _fmt(x: float | None) -> str:
@@ -65,24 +70,22 @@ def _runs(s: study.Study, scale: str) -> str:
 
 
 def rows(scale: str) -> list[str]:
+    """The table's lines, then the Holm family's size and the caveats in full."""
     out = [
         "| notebook | study (runs) | claim tested | call | effect [96% CI] | detectable | unit "
-        "| p, Holm | at lr_base/2 | at equal Σlr | at equal avg@4 |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| p, Holm | test fixed | caveats | at lr_base/2 | at equal Σlr | at equal avg@4 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    found, arms = {}, {}
+    found, arms, family, caveats = {}, {}, None, {}
     for s in study.STUDIES.values():
         path = study.output_dir(s, scale) / "findings.json"
         if path.exists():
             findings = json.loads(path.read_text())
-            found[s.name] = findings["verdicts"]
+            found[s.name] = [Verdict.from_dict(v) for v in findings["verdicts"]]
+            family = findings.get("holm_family") or family
             for arm in findings.get("sensitivity", {}).values():
                 for v in arm["verdicts"]:
                     arms[(s.name, v["claim"], v["split"])] = v
-    # Holm over every claim of every study: the family-wise view beside the per-claim calls.
-    everything = [v for verdicts in found.values() for v in verdicts]
-    p_values = [math.nan if v["p_value"] is None else v["p_value"] for v in everything]
-    adjusted = iter(holm(p_values))
     for s in study.STUDIES.values():
         for i, v in enumerate(found.get(s.name, [])):
             lead = (
@@ -90,26 +93,45 @@ def rows(scale: str) -> list[str]:
                 if i == 0
                 else " | "
             )
-            call = f"**{v['call']}**" if v["call"] in ("agrees", "disagrees") else v["call"]
-            lo, hi = v["interval"] or (None, None)
-            effect = (
-                f"{_fmt(v['statistic'])} [{_fmt(lo)}, {_fmt(hi)}]"
-                if v["statistic"] is not None
-                else (v["note"] or "not run")[:80]
-            )
-            split = f" ({v['split']})" if v["split"] else ""
-            mde = v["min_detectable_effect"]
-            detectable = f"{mde:.2g}" if mde is not None and math.isfinite(mde) else "—"
-            p_holm = next(adjusted)
-            p_text = f"{p_holm:.2g}" if math.isfinite(p_holm) else "—"
-            arm = arms.get((s.name, v["claim"], v["split"]))
-            arm_call = arm["call"] if arm and arm["p_value"] is not None else "—"
-            read = _readings(v["note"])
-            out.append(
-                f"| {lead} | {v['text']}{split} | {call} | {effect} | {detectable} | {v['unit']} "
-                f"| {p_text} | {arm_call} | {read.get('Σlr', '—')} | {read.get('avg', '—')} |"
-            )
-    return out
+            out.append(f"| {lead} | {_cells(v, arms.get((s.name, v.claim, v.split)))} |")
+            caveats.update(dict.fromkeys(v.caveats))  # each once, in the table's order
+    return out + _legend(family, list(caveats))
+
+
+def _cells(v: Verdict, arm: dict | None) -> str:
+    """One verdict's cells after the study's: claim … at equal avg@4."""
+    call = f"**{v.call}**" if v.call in ("agrees", "disagrees") else v.call_label()
+    lo, hi = v.interval or (None, None)
+    effect = (
+        f"{_fmt(v.statistic)} [{_fmt(lo)}, {_fmt(hi)}]"
+        if math.isfinite(v.statistic)
+        else (v.note or "not run")[:80]
+    )
+    split = f" ({v.split})" if v.split else ""
+    mde = v.min_detectable_effect
+    detectable = f"{mde:.2g}" if math.isfinite(mde) else "—"
+    p_text = f"{v.holm_p:.2g}" if v.holm_p is not None else "—"
+    fixed = registration_label(v).split(" (")[0]
+    labels = ", ".join(c.split(":", 1)[0] for c in v.caveats) or "—"
+    arm_call = arm["call"] if arm and arm["p_value"] is not None else "—"
+    read = _readings(v.note)
+    return (
+        f"{v.text}{split} | {call} | {effect} | {detectable} | {v.unit} | {p_text} | {fixed} "
+        f"| {labels} | {arm_call} | {read.get('Σlr', '—')} | {read.get('avg', '—')}"
+    )
+
+
+def _legend(family: dict | None, caveats: list[str]) -> list[str]:
+    """The lines below the table: the Holm family, and every caveat in full."""
+    out = [""]
+    if family:
+        out.append(
+            f"Holm is the call: p-values adjusted over the {family['tested']} claims with a "
+            f"p-value among the {family['claims']} in the table ({len(family['studies'])} "
+            'studies); a claim significant on its own test but not after Holm is "per-claim '
+            'only", not bold.'
+        )
+    return out + [f"- {c}." for c in caveats]
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
+from isolab.table import as_float
 from isolab.tracking.snapshot import read_snapshot
 from isolab.verdicts import crossing, saturation
 from isolab.vocab import EVAL_AVG, ROLLOUTS
@@ -55,10 +56,10 @@ def advantage_table(df: pl.DataFrame) -> pl.DataFrame:
     wide = cells.pivot(on="n", index=["i", "seed"], values=["y", "lr_sum", "C"])
     out = []
     for (_,), g in wide.sort("i", "seed").group_by("i", maintain_order=True):
-        row: dict[str, float | str] = {"C (n = 4)": float(g["C_4"].mean())}
+        row: dict[str, float | str] = {"C (n = 4)": as_float(g["C_4"].mean())}
         for n in ARMS:
-            row[f"avg@4 n={n}"] = float(g[f"y_{n}"].mean())
-            row[f"Σlr n={n}"] = float(g[f"lr_sum_{n}"].mean())
+            row[f"avg@4 n={n}"] = as_float(g[f"y_{n}"].mean())
+            row[f"Σlr n={n}"] = as_float(g[f"lr_sum_{n}"].mean())
         for n in ARMS[1:]:
             diffs = (g[f"y_{n}"] - g["y_4"]).to_list()
             row[f"D_{n}"] = float(sum(diffs) / len(diffs))

@@ -8,7 +8,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from isolab.verdicts.mixtures import between, coverage_slope
+from isolab.verdicts.mixtures import (
+    between,
+    coverage_expansion,
+    coverage_keeps,
+    coverage_world,
+)
 from isolab.vocab import EVAL_AVG, ROLLOUTS
 
 NS = (2, 4, 8, 16, 32, 64, 128)
@@ -81,16 +86,30 @@ def _never(slope: float, rng, sd: float = 0.03) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
-def test_coverage_slope_reads_the_largest_k_and_finds_a_planted_rise():
+def test_coverage_kept_at_equal_compute_reads_the_largest_k_and_finds_a_planted_rise():
     rng = np.random.default_rng(5)
-    r = coverage_slope(_never(0.05, rng))
+    r = coverage_keeps(_never(0.05, rng))
     assert "eval/best@16" in r.test and r.p_value < 0.04
     assert r.interval[0] < 0.05 < r.interval[1], r
     assert (
         "eval/avg@16 moves" in r.note and "at step 0 the base reads eval/best@16 = 0.500" in r.note
     )
-    nulls = sum(coverage_slope(_never(0.0, rng)).p_value < 0.04 for _ in range(50))
+    nulls = sum(coverage_keeps(_never(0.0, rng)).p_value < 0.04 for _ in range(50))
     assert nulls <= 5, nulls
+
+
+def test_coverage_expansion_reads_peaks_not_a_lead_at_the_budget():
+    """Every n peaking at the same coverage while the smaller n lose it late: a larger n leads
+    at the budget (the old test's call) but has expanded nothing, and the claim stays untested;
+    a planted rise of the peaks is found."""
+    kept = [coverage_expansion(coverage_world("kept", 0.0, s)["never"]) for s in range(20)]
+    called = sum(r.ran and r.p_value < 0.04 and r.estimate > 0 for r in kept)
+    lead = sum(coverage_keeps(coverage_world("kept", 0.0, s)["never"]).p_value < 0.04
+               for s in range(20))  # fmt: skip
+    assert called <= 2 and lead >= 10, (called, lead)
+    assert any(r.note.startswith("untested: every n peaks near") for r in kept)
+    grown = coverage_expansion(coverage_world("flat", 0.08, 3)["never"])
+    assert grown.p_value < 0.04 and grown.estimate > 0 and "highest" in grown.test
 
 
 @pytest.mark.parametrize("claim", ["mixtures.nstar_between", "mixtures.never_coverage"])

@@ -93,9 +93,13 @@ def test_a_missing_scale_says_which_file_to_write(tmp_path, monkeypatch):
 
 @pytest.fixture
 def committed(tmp_path, monkeypatch, tracking_uri):
-    """A copy of the committed cpu-scale snapshots, as a reader with only the repo has them."""
+    """A copy of the committed cpu-scale snapshots and findings, as a reader with only the repo
+    has them: a study re-run there reads its claims in the family of every committed claim."""
     root = tmp_path / "runs"
     for s in study.STUDIES.values():
+        findings = REPO / "runs" / s.name / "cpu" / "findings.json"
+        (root / s.name / "cpu").mkdir(parents=True, exist_ok=True)
+        shutil.copy(findings, root / s.name / "cpu" / "findings.json")
         for sweep in (*s.sweeps, *s.sensitivity):
             src = REPO / "runs" / s.data_study / "cpu" / sweep
             if not (src / "runs.parquet").exists():
@@ -149,7 +153,8 @@ def test_every_study_replots_from_its_committed_snapshot(committed, capsys):
 
 
 def _same_verdicts(name: str, saved: list[dict], where: tuple[str, ...] = ()) -> None:
-    """Machine-readable verdicts, and the same ones as the committed findings: the code that
+    """Machine-readable verdicts, and the same ones as the committed findings — calls read in
+    the family of every committed claim, registrations and caveats included: the code that
     derives them may be reorganised, never the verdicts it reaches from the same snapshots
     (numbers to float tolerance: BLAS kernels differ between CPUs in the last digits)."""
     import math
@@ -166,9 +171,10 @@ def _same_verdicts(name: str, saved: list[dict], where: tuple[str, ...] = ()) ->
         assert {"claim", "split", "call", "statistic", "p_value", "interval",
                 "min_detectable_effect"} <= set(new)  # fmt: skip
         assert new["call"] in ("agrees", "disagrees", "inconclusive")
-        for key in ("claim", "split", "call", "test", "n_runs", "note"):
+        for key in ("claim", "split", "call", "test", "n_runs", "note", "per_claim_call",
+                    "per_claim_only", "preregistered", "revised_after_data", "caveats"):  # fmt: skip
             assert new.get(key) == old.get(key), (name, key, new, old)
-        for key in ("statistic", "p_value", "interval", "min_detectable_effect"):
+        for key in ("statistic", "p_value", "holm_p", "interval", "min_detectable_effect"):
             assert numbers(new.get(key)) == pytest.approx(
                 numbers(old.get(key)), rel=1e-6, nan_ok=True
             ), (name, key)
@@ -334,7 +340,7 @@ def test_a_sensitivity_arm_is_tested_on_its_own_and_kept_out_of_the_main_analysi
     alone = study.analyse(s, data, "cpu")
     both = study.analyse(s, {**data, "arm": arm}, "cpu")
     assert [v.to_dict() for v in both.verdicts] == [v.to_dict() for v in alone.verdicts]
-    assert both.tables["verdicts_holm"].equals(alone.tables["verdicts_holm"])
+    assert both.findings["holm_family"] == alone.findings["holm_family"]
     expected = [v.to_dict() for v in claims.evaluate("model-size", {"main": arm})]
     found = both.findings["sensitivity"]["arm"]
     assert found["verdicts"] == expected

@@ -15,13 +15,21 @@ from isolab.verdicts.calibration import (
     STRUCTURED_NULLS,
     StructuredNull,
     calibrate,
+    fixed_b_advantage,
     nulls_for,
     planned_setting,
+    rise_and_fall,
     world,
 )
 from isolab.verdicts.claims import verdict
 from isolab.verdicts.family import holm_table
-from isolab.verdicts.fixed_batch import BP_MARGIN, advantage_trend, bp_equivalence
+from isolab.verdicts.fixed_batch import (
+    BP_MARGIN,
+    advantage_band,
+    advantage_trend,
+    bp_equivalence,
+    sign_changes,
+)
 from isolab.verdicts.mechanism import mechanism_ratio
 from isolab.vocab import EVAL_AVG, EVAL_BEST, EVAL_WORST
 
@@ -49,12 +57,37 @@ def test_the_advantage_of_more_rollouts_at_fixed_b_grows_with_steps():
     assert none.p_value > 0.04
 
 
-def test_a_non_monotone_advantage_must_turn_inside_the_checkpoints():
-    hard = world(_quiet("n-vs-bp"), fx.interaction("hard", 0.003, power_c=2), seed=2)["main"]
-    r = advantage_trend(hard.filter(hard["split"] == "hard"), EVAL_AVG, power=2)
-    assert r.p_value < 0.04 and r.note.startswith("turns at C ≈")
+def _hard(data):
+    return data["main"].filter(data["main"]["split"] == "hard")
+
+
+def test_non_monotone_needs_two_located_sign_changes_not_a_curvature():
+    """A rise and fall of the larger n's advantage across zero (best n small, large, small) is
+    called with both changes located; a concave decline that never crosses zero (the committed
+    Hard runs' shape) is untested; one crossing (the best n switches once) is not called."""
+    quiet = _quiet("n-vs-bp")
+    found = sign_changes(_hard(world(quiet, fixed_b_advantage("hard", rise_and_fall(0.006)), 2)),
+                         EVAL_AVG)  # fmt: skip
+    assert found.p_value < 0.04 and found.estimate > 0
+    assert found.note.startswith("two sign changes located: − → + near C ≈")
+    assert "then + → − near C ≈" in found.note
+    decline = fixed_b_advantage("hard", lambda lc: -0.0003 * np.maximum(lc - 12.0, 0.0) ** 2)
+    flat = sign_changes(_hard(world(quiet, decline, 2)), EVAL_AVG)
+    assert not flat.ran and flat.note.startswith("untested: no sign change")
+    assert flat.extra["p_two_changes"] >= 0.04 and flat.extra["advantage"][-1] < -0.003
+    switch = sign_changes(_hard(world(quiet, fixed_b_advantage("hard", lambda lc: -0.0025 * (lc - 12.0)), 2)),
+                          EVAL_AVG)  # fmt: skip
+    assert not switch.ran and switch.note.startswith("one sign change located: + → − near C ≈")
     claim = CLAIMS["nvsbp.nonmonotone_hard"]
-    assert verdict(claim, claim.run(world(_quiet("n-vs-bp"), None, seed=2))).call != "agrees"
+    assert verdict(claim, claim.run(world(quiet, decline, 3))).call == "inconclusive"
+
+
+def test_the_advantage_band_recovers_a_planted_advantage_per_checkpoint():
+    band = advantage_band(_hard(world(_quiet("n-vs-bp"), fixed_b_advantage("hard", lambda lc: np.full_like(lc, 0.004)), 5)),
+                          EVAL_AVG)  # fmt: skip
+    assert band is not None and band.dof >= 6 and band.t_crit > 2.0
+    inside = np.abs(band.a - 0.004) <= band.t_crit * band.se
+    assert inside.mean() >= 0.8 and (band.p_adj[-4:] < 0.04).all()
 
 
 def test_b_p_matters_little_is_an_equivalence_within_its_margin():
@@ -90,6 +123,9 @@ def test_structured_nulls_map_claims_and_accept_worlds_of_their_own():
         "compute-shift-slower", "fixed-optimum-arms-cross",
     ]  # fmt: skip
     assert nulls_for("bestk.best_hard") == ["one-mapping"]
+    assert nulls_for("nvsbp.nonmonotone_hard") == [
+        "advantage-concave-decline", "advantage-one-switch"
+    ]  # fmt: skip
     assert nulls_for("rho.rule_above_model") == ["rho-low-edge"]
     assert all(set(n.claims) <= set(CLAIMS) for n in STRUCTURED_NULLS.values())
     # a null that brings its own design (as isolab.verdicts.rho_optimum's do)

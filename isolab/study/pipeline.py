@@ -1,6 +1,13 @@
 """A study end to end: `collect` each sweep's runs table (from its snapshot, or by running the
 sweep resumably and snapshotting it), `analyse` it, `save` figures, tables and findings; `run`
-does all three, as the notebooks and `isolab study run` do."""
+does all three, as the notebooks and `isolab study run` do.
+
+The claims of every study form one family (issue 46: Holm is the call, over every claim of the
+findings table). `analyse` binds a study's verdicts — registration and caveats
+(`isolab.verdicts.preregistration`), then the family-wise call over its own verdicts and those
+the other studies saved at the same scale (`family_verdicts`); `save` writes its findings and
+then reads the whole family again from every study's saved findings (`restate_family`), so
+that each findings.json and findings.md carries the Holm p-values of the same family."""
 
 from __future__ import annotations
 
@@ -15,18 +22,24 @@ import polars as pl
 
 from isolab.paths import shown
 from isolab.study.analyses import Report
+from isolab.study.analyses.report import restate_markdown
 from isolab.study.registry import (
+    STUDIES,
     Study,
     check_scale,
     find_snapshot,
     get,
     load_spec,
     output_dir,
+    registrations,
     snapshot_dir,
     spec_path,
 )
 from isolab.sweep import SweepPlan, plan_sweep, split_sizes
 from isolab.tracking.snapshot import digest_mismatches
+from isolab.verdicts import Verdict
+from isolab.verdicts.family import familywise
+from isolab.verdicts.preregistration import bind
 from isolab.vocab import FINISHED, SKIPPED
 
 logger = logging.getLogger(__name__)
@@ -189,7 +202,9 @@ def _run_sweep(plan: SweepPlan, workers: int, tracking_uri: str | None, progress
 def analyse(study: Study | str, data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
     """The study's analysis (`isolab.study.analyses.<study.analysis>`) over its runs tables;
     a sensitivity sweep's table among them (`Study.sensitivity`) has its claims tested again,
-    on its own (`analyses.add_sensitivity`)."""
+    on its own (`analyses.add_sensitivity`). The verdicts come back bound: registration and
+    caveats (`registered_verdicts`), then the call read in the family of every claim saved at
+    `scale` (`family_verdicts`; Holm is the call)."""
     from isolab.study import analyses
 
     study = get(study) if isinstance(study, str) else study
@@ -203,7 +218,63 @@ def analyse(study: Study | str, data: dict[str, pl.DataFrame], scale: str = "cpu
     notes = sorted({f"Base model — {s}." for df in data.values() for s in digest_mismatches(df)})
     report.summary[:0] = notes
     report.findings["base_model_notes"] = notes
+    mine = registered_verdicts(study, report.verdicts, data)
+    family = {study.name: mine, **family_verdicts(scale, exclude=study.name)}
+    report.findings["holm_family"] = family_summary(family)
+    report.set_verdicts(familywise(_flat(family))[: len(mine)])  # mine come first
     return report
+
+
+def registered_verdicts(
+    study: Study, verdicts: list[Verdict], data: dict[str, pl.DataFrame]
+) -> list[Verdict]:
+    """Each verdict with its registration (`studies/<study>/preregistered.yaml`) read against
+    the runs that tested it: `preregistered`, `revised_after_data`, caveats."""
+    found = registrations(study)
+    return [bind(v, found.get(v.claim), data) for v in verdicts]
+
+
+def family_verdicts(scale: str, exclude: str | None = None) -> dict[str, list[Verdict]]:
+    """Study name → the verdicts it saved at `scale` (`runs/<study>/<scale>/findings.json`),
+    for every study but `exclude`; a study without saved verdicts is not in the family."""
+    out = {}
+    for name, s in STUDIES.items():
+        path = output_dir(s, scale) / "findings.json"
+        saved = json.loads(path.read_text()).get("verdicts") if path.is_file() else None
+        if name != exclude and saved:
+            out[name] = [Verdict.from_dict(v) for v in saved]
+    return out
+
+
+def family_summary(family: dict[str, list[Verdict]]) -> dict[str, Any]:
+    """The family's size, as findings.json records it under `holm_family`: claims, claims
+    with a p-value (`tested`, what Holm adjusts over), and the studies."""
+    everything = _flat(family)
+    tested = sum(v.p_value is not None for v in everything)
+    return {"claims": len(everything), "tested": tested, "studies": sorted(family)}
+
+
+def _flat(family: dict[str, list[Verdict]]) -> list[Verdict]:
+    return [v for verdicts in family.values() for v in verdicts]
+
+
+def restate_family(scale: str) -> None:
+    """Read every study's saved findings at `scale` as one family again (`familywise`) and
+    write each one's family-wise fields back: the verdicts and `holm_family` in findings.json,
+    the verdict section of findings.md."""
+    family = family_verdicts(scale)
+    bound = iter(familywise(_flat(family)))
+    summary = family_summary(family)
+    for name, verdicts in family.items():
+        out = output_dir(get(name), scale)
+        findings = json.loads((out / "findings.json").read_text())
+        restated = [next(bound) for _ in verdicts]
+        findings["verdicts"] = [v.to_dict() for v in restated]
+        findings["holm_family"] = summary
+        write_findings(out, findings)
+        md = out / "findings.md"
+        if md.is_file():
+            md.write_text(restate_markdown(md.read_text(), restated, summary))
 
 
 def save(
@@ -218,7 +289,9 @@ def save(
     every sweep it analyses (see `save_report`). Returns the folder."""
     study = get(study) if isinstance(study, str) else study
     experiments = [f"{study.data_study}/{scale}/{s}" for s in study.sweeps] if log else None
-    return save_report(report, output_dir(study, scale), experiments, tracking_uri)
+    out = save_report(report, output_dir(study, scale), experiments, tracking_uri)
+    restate_family(scale)
+    return out
 
 
 def save_report(
@@ -236,14 +309,18 @@ def save_report(
         fig.savefig(figs / f"{name}.png", dpi=110, bbox_inches="tight")
     for name, table in report.tables.items():
         _csv_safe(table).write_csv(out / f"{name}.csv")
-    (out / "findings.json").write_text(
-        json.dumps(_finite(report.findings), indent=2, default=_json_default, allow_nan=False)
-        + "\n"
-    )
+    write_findings(out, report.findings)
     (out / "findings.md").write_text(report.markdown())
     for experiment in experiments or []:
         log_analysis(experiment, report, out, tracking_uri)
     return out
+
+
+def write_findings(out: Path, findings: dict[str, Any]) -> None:
+    """`out/findings.json`: strict JSON (NaN and ±inf as null), two-space indent."""
+    (out / "findings.json").write_text(
+        json.dumps(_finite(findings), indent=2, default=_json_default, allow_nan=False) + "\n"
+    )
 
 
 def log_analysis(

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from isolab.paths import bundle_dir, results_root, studies_dir
 from isolab.sweep import SweepPlan, SweepSpec, plan_sweep, split_sizes
+
+if TYPE_CHECKING:
+    from isolab.verdicts.preregistration import Registration
 
 SCALES = ("smoke", "cpu", "gpu")
 
@@ -194,6 +198,22 @@ def find_snapshot(study: Study, scale: str, sweep: str) -> Path:
     mine = snapshot_dir(study, scale, sweep)
     shipped = bundle_dir() / "runs" / study.data_study / scale / sweep
     return shipped if not is_snapshot(mine) and is_snapshot(shipped) else mine
+
+
+def preregistration_path(study: Study) -> Path:
+    """`studies/<study>/preregistered.yaml`: each claim's test, estimand, unit and gate, and
+    when the test was fixed (`isolab.verdicts.preregistration`)."""
+    return studies_dir() / study.name / "preregistered.yaml"
+
+
+def registrations(study: Study) -> dict[str, Registration]:
+    """The study's registered claims (empty where it has no preregistered.yaml)."""
+    from isolab.verdicts.preregistration import load_registrations
+
+    path = preregistration_path(study)
+    if not path.exists():
+        return {}
+    return load_registrations(path, f"studies/{study.name}/preregistered.yaml")
 
 
 def output_dir(study: Study, scale: str) -> Path:

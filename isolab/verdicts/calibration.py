@@ -25,6 +25,7 @@ import polars as pl
 
 from isolab.verdicts import effects as fx
 from isolab.verdicts import interference_worlds as iw
+from isolab.verdicts import lr_exponent as le
 from isolab.verdicts import mixtures as mx
 from isolab.verdicts import rho_optimum as ro
 from isolab.verdicts import targets as tg
@@ -205,6 +206,41 @@ def arm_curves(
     return add
 
 
+def fixed_b_advantage(split: str, shape: Callable[[np.ndarray], np.ndarray]) -> fx.Effect:
+    """avg@4 + shape(log2 C)·(log2 n − its mean) on `split` after step 0: within a fixed-B pair
+    the larger n's advantage is shape(log2 C) avg@4 per doubling of n at every C (what
+    `isolab.verdicts.fixed_batch.sign_changes` reads); best@4 and worst@4 through the mapping."""
+
+    def add(_: str, means: pl.DataFrame) -> dict[str, np.ndarray]:
+        on = fx._mask(means, split) & (means["step"] > 0).to_numpy()
+        lc = fx.log2_of(means, ROLLOUTS)
+        return fx.through_mapping(means, np.where(on, shape(lc) * fx.centred_log2(means, "n"), 0.0))
+
+    return add
+
+
+def rise_and_fall(peak: float) -> Callable[[np.ndarray], np.ndarray]:
+    """An advantage `peak` at C = 2^12, zero at 2^9.5 and 2^14.5, −1.56·`peak` at 2^8 and 2^16:
+    the larger n best in the middle of the range only (two sign changes)."""
+    return lambda lc: peak * (1.0 - ((lc - 12.0) / 2.5) ** 2)
+
+
+def sharpening(split: str, metric: str, per_doubling: float, vertex: float = 4.0) -> fx.Effect:
+    """n moves avg@4 on `split` (concave in log2 n, vertex n = 2^`vertex`: at 16 the smaller n
+    of the grid lie below the optimum; `fx.mechanism`), best@4 and worst@4 through the mapping,
+    and `metric` by `per_doubling` per doubling of n (centred) × the share of training done
+    beyond it: at equal avg@4 a larger n moves `metric` by that much."""
+    base = fx.mechanism(split, None, 0.0, vertex)
+
+    def add(name: str, means: pl.DataFrame) -> dict[str, np.ndarray]:
+        out = base(name, means)
+        on = fx._mask(means, split) & (means["step"] > 0).to_numpy()
+        out[metric] = out[metric] + per_doubling * fx.centred_log2(means, "n") * fx.frac(means) * on
+        return out
+
+    return add
+
+
 def _paper_growth(split: str, lift: float) -> fx.Effect:
     """The Playbook's shape: each doubling of n rises 0.75 doublings of C later, and plateaus
     higher up to n = 32 (lift·(6x − x²) of the split's gain, x = log2 n − 2)."""
@@ -223,9 +259,12 @@ PLANTS: dict[str, Plant] = {
         add=fx.arm("hard", "recipe", "kl_entropy", -0.03),
     ),
     "healthy.lr_sqrt": Plant(
-        size=0.05,
-        describe="sqrt scaling lifts final avg@4 by 0.05 where B ≠ B_base",
-        add=fx.lr(0.05),
+        size=le.SQRT,
+        describe=f"the best lr ∝ B^{le.SQRT} on the pre-registered (B, lr) grid ({le.SPEC}), "
+        f"final avg@4 falling {le.CURVATURE} per doubling² of lr from it, noise SD "
+        f"{le.NOISE_SD} (null: B^{le.SQRT - le.MARGIN}, the lower margin)",
+        world=partial(le.study_world, le.SQRT),
+        null_world=partial(le.study_world, le.SQRT - le.MARGIN),
     ),
     "nstar.grows_easy": Plant(
         size=3.0,
@@ -253,9 +292,11 @@ PLANTS: dict[str, Plant] = {
         add=fx.interaction("easy", 0.005),
     ),
     "nvsbp.nonmonotone_hard": Plant(
-        size=0.003,
-        describe="log2 n × (log2 C)² term of 0.003 on Hard",
-        add=fx.interaction("hard", 0.003, power_c=2),
+        size=0.006,
+        describe="on Hard the larger n's advantage at fixed B rises and falls across C: +0.006 "
+        "avg@4 per doubling of n at C = 2^12, zero at 2^9.5 and 2^14.5, −0.009 at 2^8 and 2^16 "
+        "(two sign changes: the best n small, large, small)",
+        add=fixed_b_advantage("hard", rise_and_fall(0.006)),
     ),
     "nvsbp.bp_matters_little": Plant(
         size=0.0,
@@ -264,16 +305,17 @@ PLANTS: dict[str, Plant] = {
         null_add=fx.bp_effect(BP_MARGIN),
     ),
     "bestk.worst_easy": Plant(
-        size=1.0,
-        describe="on Easy n moves avg@4 (concave, vertex n = 16) and worst@4 1.0 more per unit "
-        "of avg@4 than the compute mapping",
-        add=fx.mechanism("easy", EVAL_WORST, 1.0),
+        size=0.005,
+        describe="on Easy n moves avg@4 (concave, vertex n = 16: the smaller n below the "
+        "optimum) and worst@4 0.005 per doubling of n beyond the mapping (the committed runs "
+        "read +0.0043 at equal avg@4)",
+        add=sharpening("easy", EVAL_WORST, 0.005),
     ),
     "bestk.best_hard": Plant(
-        size=2.0,
-        describe="on Hard n moves avg@4 (concave, vertex n = 16) and best@4 2.0 more per unit "
-        "of avg@4 than the compute mapping",
-        add=fx.mechanism("hard", EVAL_BEST, 2.0),
+        size=0.003,
+        describe="on Hard n moves avg@4 (concave, vertex n = 16) and best@4 0.003 per doubling "
+        "of n beyond the mapping (the committed runs read +0.0011 at equal avg@4)",
+        add=sharpening("hard", EVAL_BEST, 0.003),
     ),
     "rho.rule_above_model": Plant(
         size=ro.PAPER_GAP,
@@ -331,10 +373,11 @@ PLANTS: dict[str, Plant] = {
     ),
     "mixtures.never_coverage": Plant(
         size=0.05,
-        describe="best@16 on `never` rising 0.05 per doubling of n at the budget, at its "
-        "measured level, seed spread and noise (null: the same for every n)",
-        world=partial(mx.coverage_world, 0.05),
-        null_world=partial(mx.coverage_world, 0.0),
+        describe="best@16 on `never`, every checkpoint, 0.05 higher per doubling of n by the end "
+        "(growing with the share of training done) on the mean curve over n, at the measured "
+        "noise (null: every n on the mean curve)",
+        world=partial(mx.coverage_world, "flat", 0.05),
+        null_world=partial(mx.coverage_world, "flat", 0.0),
     ),
     "targets.judge_nstar": Plant(
         size=-tg.WORLDS["apart"][0],
@@ -466,6 +509,31 @@ STRUCTURED_NULLS: dict[str, StructuredNull] = {
         "one optimum (n* = 16) for Easy, Hard and the mix: nothing to lie between",
         ("mixtures.nstar_between",),
         world=partial(mx.world, "same"),
+    ),
+    "lr-exponent-upper-margin": StructuredNull(
+        f"the best lr ∝ B^{le.SQRT + le.MARGIN}: the upper margin, as near linear as sqrt",
+        ("healthy.lr_sqrt",),
+        world=partial(le.study_world, le.SQRT + le.MARGIN),
+    ),
+    "advantage-concave-decline": StructuredNull(
+        "on Hard the larger n's advantage at fixed B is 0 up to C = 2^12, then falls as "
+        "−0.0003·(log2 C − 12)² (−0.005 at the budget, as the committed runs read): concave, "
+        "never positive: the best n is the same (ties, then the smaller n) at every M",
+        ("nvsbp.nonmonotone_hard",),
+        fixed_b_advantage("hard", lambda lc: -0.0003 * np.maximum(lc - 12.0, 0.0) ** 2),
+    ),
+    "advantage-one-switch": StructuredNull(
+        "on Hard the larger n's advantage falls linearly from +0.01 at C = 2^8 to −0.01 at "
+        "2^16: one sign change, the best n switches once (monotone in M)",
+        ("nvsbp.nonmonotone_hard",),
+        fixed_b_advantage("hard", lambda lc: -0.0025 * (lc - 12.0)),
+    ),
+    "coverage-kept-not-expanded": StructuredNull(
+        "each n on its own measured best@16 curve on `never`, shifted so that every n peaks at "
+        "the same coverage: the smaller n lose it late, so a larger n is ahead at the budget "
+        "without expanding coverage (what the committed runs show)",
+        ("mixtures.never_coverage",),
+        world=partial(mx.coverage_world, "kept", 0.0),
     ),
     "rho-low-edge": StructuredNull(
         "every reward system best below the grid's lowest ρ (ρ* = 0.018): a monotone response, "

@@ -22,6 +22,7 @@ from isolab.verdicts import (
     curves,
     fixed_batch,
     interference,
+    lr_exponent,
     matched,
     mechanism,
     mixtures,
@@ -30,6 +31,7 @@ from isolab.verdicts import (
     saturation,
     slopes,
     targets,
+    testbed,
     vertex,
 )
 from isolab.verdicts.result import ALPHA, CI_LEVEL, StatResult, t_quantile
@@ -63,6 +65,10 @@ class Claim:
         expected: the paper's sign of the effect: `> 0`, `< 0`, `≠ 0`, or `= 1` (a share).
         unit: what the effect measures.
         run: (study data) → the test's result.
+        gate: (study data) → why these data cannot test the claim at all (e.g. runs on the old
+            testbed, `isolab.verdicts.testbed`), or None; `evaluate` checks it before `run`.
+            The calibration's simulated worlds run the test alone: they calibrate it as it
+            would run on data that pass the gate.
     """
 
     id: str
@@ -72,6 +78,7 @@ class Claim:
     expected: str
     unit: str
     run: Callable[[Data], StatResult]
+    gate: Callable[[Data], str | None] | None = None
 
 
 def _split(df: pl.DataFrame, split: str | None) -> pl.DataFrame:
@@ -90,12 +97,41 @@ def _regularisers(split: str) -> Callable[[Data], StatResult]:
     return run
 
 
-def _lr_rule(data: Data) -> StatResult:
-    df = data["lr-scaling"]
-    base = int(df["B_base"][0]) if "B_base" in df.columns else 64
-    return contrasts.contrast_best(
-        df.filter(pl.col("B") != base), Y, "lr_scaling", "sqrt", ("const", "linear"), "B"
-    )
+def _old(sweep: str) -> Callable[[Data], str | None]:
+    """The gate of a claim whose sweep may be on the old testbed (`testbed.old_testbed`)."""
+
+    def gate(data: Data) -> str | None:
+        return testbed.old_testbed(data[sweep])
+
+    return gate
+
+
+#: The (B, lr) grid pre-registered for η ∝ sqrt(B) on the new testbed (`lr_exponent.SPEC`), and
+#: the old testbed's contest of rules that stands in for it until it is run.
+LR_GRID, LR_RULES = "lr-grid", "lr-scaling"
+
+
+def _lr_runs(data: Data) -> pl.DataFrame:
+    return data[LR_GRID] if LR_GRID in data else data[LR_RULES]
+
+
+def _lr_gate(data: Data) -> str | None:
+    return testbed.old_testbed(_lr_runs(data))
+
+
+def _lr_exponent(data: Data) -> StatResult:
+    return lr_exponent.best_lr_exponent(_lr_runs(data), Y)
+
+
+def _size_gate(data: Data) -> str | None:
+    """The old testbed's reason, and the fewest updates a model got at equal FLOPs."""
+    df = data["main"]
+    why = testbed.old_testbed(df)
+    if why is None or "M" not in df.columns or "model" not in df.columns:
+        return why
+    steps = df.group_by("model").agg(pl.col("M").min().alias("lo"), pl.col("M").max().alias("hi"))
+    fewest = steps.sort("hi").row(0, named=True)
+    return f"{why}; {fewest['model']} gets {fewest['lo']}–{fewest['hi']} steps"
 
 
 def _same_pool(data: Data, main: str, other: str) -> pl.DataFrame | None:
@@ -232,11 +268,12 @@ def _easy_above_hard(data: Data) -> StatResult:
     )
 
 
-def _n_vs_steps(split: str, power: int) -> Callable[[Data], StatResult]:
-    def run(data: Data) -> StatResult:
-        return fixed_batch.advantage_trend(_split(data["main"], split), Y, power)
+def _more_n_with_steps(data: Data) -> StatResult:
+    return fixed_batch.advantage_trend(_split(data["main"], "easy"), Y)
 
-    return run
+
+def _nonmonotone(data: Data) -> StatResult:
+    return fixed_batch.sign_changes(_split(data["main"], "hard"), Y)
 
 
 def _bp_little(data: Data) -> StatResult:
@@ -245,7 +282,7 @@ def _bp_little(data: Data) -> StatResult:
 
 def _mechanism(split: str, metric: str) -> Callable[[Data], StatResult]:
     def run(data: Data) -> StatResult:
-        return mechanism.mechanism_ratio(_split(data["main"], split), metric)
+        return mechanism.matched_mechanism(_split(data["main"], split), metric)
 
     return run
 
@@ -286,7 +323,7 @@ def _mix_between(data: Data) -> StatResult:
 
 
 def _never_coverage(data: Data) -> StatResult:
-    return mixtures.coverage_slope(_split(data["never"], "never"))
+    return mixtures.coverage_expansion(_split(data["never"], "never"))
 
 
 def _rho_rule_vs_model(data: Data) -> StatResult:
@@ -331,6 +368,7 @@ CLAIMS: dict[str, Claim] = {
             expected="> 0",
             unit="final avg@4, on − off",
             run=_regularisers("easy"),
+            gate=_old("regularisers"),
         ),
         Claim(
             id="healthy.kl_entropy_hard",
@@ -340,15 +378,19 @@ CLAIMS: dict[str, Claim] = {
             expected="< 0",
             unit="final avg@4, on − off",
             run=_regularisers("hard"),
+            gate=_old("regularisers"),
         ),
         Claim(
             id="healthy.lr_sqrt",
             study="healthy-recipe",
             text="η ∝ sqrt(B) beats constant and linear scaling of the learning rate (Playbook)",
             split=None,
-            expected="> 0",
-            unit="final avg@4, sqrt − the closer other rule",
-            run=_lr_rule,
+            expected=f"≈ {lr_exponent.SQRT}",
+            unit=f"exponent e of the best learning rate in the batch (lr* ∝ B^e); equivalence "
+            f"margin ±{lr_exponent.MARGIN} around {lr_exponent.SQRT} (sqrt nearer than constant "
+            "or linear)",
+            run=_lr_exponent,
+            gate=_lr_gate,
         ),
         Claim(
             id="nstar.grows_easy",
@@ -384,7 +426,7 @@ CLAIMS: dict[str, Claim] = {
             split="easy",
             expected="> 0",
             unit=PER_DOUBLING_SQ,
-            run=_n_vs_steps("easy", 1),
+            run=_more_n_with_steps,
         ),
         Claim(
             id="nvsbp.nonmonotone_hard",
@@ -392,8 +434,10 @@ CLAIMS: dict[str, Claim] = {
             text="at fixed B on Hard the best n is non-monotone in the number of steps",
             split="hard",
             expected="≠ 0",
-            unit="avg@4 per doubling of n per (doubling of C)²",
-            run=_n_vs_steps("hard", 2),
+            unit="the larger n's advantage at fixed B (avg@4 per doubling of n, mean over the B "
+            "strata) between two located sign changes (> 0: the larger n best in the middle of "
+            "the range)",
+            run=_nonmonotone,
         ),
         Claim(
             id="nvsbp.bp_matters_little",
@@ -412,7 +456,7 @@ CLAIMS: dict[str, Claim] = {
             text="on Easy sets a larger n lifts worst@k more than best@k (sharpening)",
             split="easy",
             expected="> 0",
-            unit="worst@4 per unit of avg@4, along n − along compute",
+            unit="worst@4 per doubling of n at equal avg@4",
             run=_mechanism("easy", EVAL_WORST),
         ),
         Claim(
@@ -421,7 +465,7 @@ CLAIMS: dict[str, Claim] = {
             text="on Hard sets a larger n lifts best@k more than worst@k (coverage)",
             split="hard",
             expected="> 0",
-            unit="best@4 per unit of avg@4, along n − along compute",
+            unit="best@4 per doubling of n at equal avg@4",
             run=_mechanism("hard", EVAL_BEST),
         ),
         Claim(
@@ -490,8 +534,8 @@ CLAIMS: dict[str, Claim] = {
             "(best@k): it finds the rare successes (IsoCompute Playbook)",
             split="never",
             expected="> 0",
-            unit="best@k (the largest k evaluated: 16 at cpu scale) per doubling of n, at the "
-            "budget (equal compute)",
+            unit="each run's highest best@k over its checkpoints (the largest k evaluated: 16 at "
+            "cpu scale) per doubling of n",
             run=_never_coverage,
         ),
         Claim(
@@ -532,6 +576,7 @@ CLAIMS: dict[str, Claim] = {
             expected="≠ 0",
             unit="avg@4 per doubling of n, largest − smallest slope between sizes",
             run=_size,
+            gate=_size_gate,
         ),
     )
 }
@@ -569,12 +614,47 @@ def _matched_per_split(factor: str = "n") -> Reading:
     return read
 
 
-def _never_matched(data: Data) -> str:
+def _never_readings(data: Data) -> str:
+    """The claim the `never` runs support (a larger n keeps coverage at equal compute,
+    `mixtures.coverage_keeps`), then the matched readings of best@k."""
     df = _split(data["never"], "never")
     best, avg = mixtures.coverage_metric(df, "best"), mixtures.coverage_metric(df, "avg")
     if best is None or avg is None:
         return ""
-    return matched.readings(df, best, level=avg)[0]
+    keeps = mixtures.coverage_keeps(df)
+    said = (
+        f"{keeps.estimate:+.3f} {best} per doubling of n at the budget ({CI_LEVEL} CI "
+        f"[{keeps.interval[0]:+.3f}, {keeps.interval[1]:+.3f}], p = {keeps.p_value:.2g}); "
+        f"{keeps.note}"
+        if keeps.ran and keeps.interval is not None and keeps.p_value is not None
+        else keeps.note
+    )
+    return (
+        f"secondary reading, the claim these runs support (a larger n keeps coverage at equal "
+        f"compute, not a call): {said}; {matched.readings(df, best, level=avg)[0]}"
+    )
+
+
+def _bestk_readings(split: str, metric: str) -> Reading:
+    """κ (`mechanism.mechanism_ratio`, the test before issue 46, whose sign follows n's effect
+    on avg@4), then the matched readings of `metric` on `split`."""
+
+    def read(data: Data) -> str:
+        df = _split(data["main"], split)
+        k = mechanism.mechanism_ratio(df, metric)
+        kappa = (
+            f"{k.estimate:+.2f} ({CI_LEVEL} CI [{k.interval[0]:+.2f}, {k.interval[1]:+.2f}]); "
+            f"{k.note}"
+            if k.ran and k.interval is not None
+            else k.note
+        )
+        return (
+            f"secondary reading, κ ({metric.removeprefix('eval/')} per unit of avg@4 along n "
+            f"beyond the compute mapping; its sign flips where a larger n lowers avg@4): {kappa}; "
+            + matched.readings(df, metric)[0]
+        )
+
+    return read
 
 
 def _forgetting_matched(split: str, sweep: str = "main", counts: str = COUNTS) -> Reading:
@@ -615,27 +695,68 @@ MATCHED: dict[str, Reading] = {
     "nvsbp.more_n_with_steps": _matched("main", "easy", term="slope"),
     "nvsbp.nonmonotone_hard": _matched("main", "hard", term="curvature"),
     "nvsbp.bp_matters_little": _matched_per_split("B_p"),
-    "bestk.worst_easy": _matched("main", "easy", EVAL_WORST),
-    "bestk.best_hard": _matched("main", "hard", EVAL_BEST),
+    "bestk.worst_easy": _bestk_readings("easy", EVAL_WORST),
+    "bestk.best_hard": _bestk_readings("hard", EVAL_BEST),
     "interference.less_forgetting_easy": _forgetting_matched("easy"),
     "interference.less_forgetting_hard": _forgetting_matched("hard"),
     "interference.less_forgetting_seen": _forgetting_matched("easy", "seen", SEEN_COUNTS),
     "targets.different_nstar": _matched("targets", "hard", targets.SHIFTED),
     "targets.judge_nstar": _matched("judge", "hard", EVAL_JUDGE),
     "mixtures.nstar_between": _matched("mix", mixtures.MIX),
-    "mixtures.never_coverage": _never_matched,
+    "mixtures.never_coverage": _never_readings,
+}
+
+
+def _bp_caveat(data: Data) -> str:
+    """What "B_p matters little" rests on: the B_p levels, the margin over their range against
+    n's spread on each split (`fixed_batch.bp_equivalence` on the split alone), and B_p's effect
+    at equal Σlr (`matched.factor_effect`), which the equal-compute call nets against the Σlr a
+    larger B_p costs."""
+    df = data["main"]
+    levels = sorted(df["B_p"].unique().to_list())
+    span = math.log2(levels[-1] / levels[0]) if len(levels) > 1 and levels[0] > 0 else math.nan
+    room = fixed_batch.BP_MARGIN * span
+    spreads, at_lr = [], []
+    for split in ("easy", "hard"):
+        part = _split(df, split)
+        spread = fixed_batch.bp_equivalence(part, Y).extra.get("n_spread", math.nan)
+        spreads.append(
+            f"{split.capitalize()} {spread:.3f} (the range's margin is {room / spread:.0%} of it)"
+        )
+        lr = matched.factor_effect(part, Y, LR_SUM, "B_p")
+        if lr.ran:
+            at_lr.append(f"{lr.estimate:+.4f} ± {lr.se:.4f} (SE) on {split.capitalize()}")
+    return (
+        f"caveat: only {len(levels)} B_p levels ({', '.join(map(str, levels))}: a "
+        f"{2**span:g}× range); the margin ±{fixed_batch.BP_MARGIN} per doubling of B_p allows "
+        f"±{room:.3f} over that range, against n's spread of avg@4 across its grid: "
+        f"{', '.join(spreads)}: loose where n itself moves avg@4 little; at equal Σlr a "
+        f"doubling of B_p is worth {', '.join(at_lr)} (avg@4), offset at equal C by the Σlr it "
+        "costs (a larger B_p takes fewer steps)"
+    )
+
+
+def _rho_caveat(data: Data) -> str:
+    return rho_optimum.knob_caveat(data["full"], Y)
+
+
+#: What a reader must know beside a kept call (issue 46), added to its note by `evaluate`
+#: before the matched readings; the calibration runs `Claim.run` only, without them.
+CAVEATS: dict[str, Reading] = {
+    "nvsbp.bp_matters_little": _bp_caveat,
+    "rho.rule_above_model": _rho_caveat,
 }
 
 
 def _call(claim: Claim, result: StatResult) -> tuple[Call, float | None]:
     """The call and the p-value it rests on (see `decide`; a share must be 1 to agree; an
-    equivalence (`≈ 0`) agrees when its two one-sided tests put the effect inside the margin,
-    disagrees when the effect lies beyond it at α, with that test's p-value)."""
+    equivalence (`≈ 0`, `≈ 0.5`) agrees when its two one-sided tests put the effect inside the
+    margin, disagrees when the effect lies beyond it at α, with that test's p-value)."""
     if not result.ran:
         return "inconclusive", result.p_value
     if claim.expected == "= 1":
         return ("agrees" if result.estimate == 1 else "disagrees"), result.p_value
-    if claim.expected == "≈ 0":
+    if claim.expected.startswith("≈"):
         beyond = result.extra.get("p_beyond")
         if result.p_value is not None and result.p_value < ALPHA:
             return "agrees", result.p_value
@@ -667,23 +788,27 @@ def verdict(claim: Claim, result: StatResult) -> Verdict:
 
 def evaluate(study: str, data: Data) -> list[Verdict]:
     """Every claim of `study` tested on its runs tables (a claim whose sweep is missing from
-    `data` is inconclusive with that reason), each n-claim's note followed by its readings at
-    equal C, Σlr and avg@4 (`MATCHED`)."""
+    `data` is inconclusive with that reason, one whose gate refuses the data is untested with
+    the gate's reason), each note followed by the claim's caveats (`CAVEATS`) and its readings
+    at equal C, Σlr and avg@4 (`MATCHED`)."""
     out = []
     for claim in CLAIMS.values():
         if claim.study != study:
             continue
+        why = None
         try:
-            result = claim.run(data)
+            why = claim.gate(data) if claim.gate is not None else None
+            result = StatResult.refused(why) if why else claim.run(data)
         except KeyError as missing:
             result = StatResult.refused(f"sweep {missing} is not in the data")
-        reading = MATCHED.get(claim.id)
-        try:
-            extra = reading(data) if reading is not None else ""
-        except KeyError:  # the sweep is missing: the claim's note says so already
-            extra = ""
-        if extra:
-            result = replace(result, note="; ".join(x for x in (result.note, extra) if x))
+        extras = []
+        for reading in (CAVEATS.get(claim.id), MATCHED.get(claim.id)):
+            try:
+                extras.append(reading(data) if reading is not None and not why else "")
+            except KeyError:  # the sweep is missing: the claim's note says so already
+                extras.append("")
+        if any(extras):
+            result = replace(result, note="; ".join(x for x in (result.note, *extras) if x))
         out.append(verdict(claim, result))
     return out
 

@@ -4,13 +4,16 @@ rollouts per step, so at equal compute they have taken the same number of steps 
 difference moves with C is how it moves with M.
 
 - `advantage_trend`: within each B stratum and seed, the advantage of a larger n (avg@4 per
-  doubling of n across the stratum's members) at each checkpoint, and its trend in log2 C (or
-  its curvature in (log2 C)²): the Playbook's "few steps favour more problems, many steps more
-  rollouts" (Easy) and "non-monotone in M" (Hard).
+  doubling of n across the stratum's members) at each checkpoint, and its trend in log2 C: the
+  Playbook's "few steps favour more problems, many steps more rollouts" (Easy).
+- `sign_changes`: where that advantage, averaged over strata, changes sign across C, each change
+  located with its interval (issue 46): the Playbook's "the best n is non-monotone in M"
+  (Hard). A curvature of the advantage is not enough: a concave decline that never crosses
+  zero leaves the same member best at every M (ties, then the smaller n).
 - `bp_equivalence`: at fixed n, the effect of B_p on avg@4 per doubling of B_p, tested for
   equivalence with zero within a stated margin (two one-sided tests): "B_p matters little".
 
-Both compare configurations run under the same seed (one unit per stratum × seed; where the
+All three compare configurations run under the same seed (one unit per stratum × seed; where the
 seeds are not crossed, one per stratum on seed means), reduce each unit's checkpoints to one
 number, and test the mean over units with their spread within strata (`stratified_mean`: the
 strata as fixed effects, Welch–Satterthwaite df — strata differ in how many checkpoints their
@@ -21,14 +24,15 @@ independent, while units are.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from itertools import combinations
 
 import numpy as np
 import polars as pl
 from scipy import stats
 
 from isolab.table import as_float
-from isolab.verdicts.result import StatResult, min_detectable, t_quantile
+from isolab.verdicts.result import ALPHA, StatResult, min_detectable, t_quantile
 from isolab.vocab import ROLLOUTS
 
 #: The margin of "B_p matters little": avg@4 per doubling of B_p (0.02 for B_p 16 → 64), a
@@ -36,6 +40,8 @@ from isolab.vocab import ROLLOUTS
 #: made at the committed nstar budget (0.12 on Easy). The Playbook's own sensitivity (B_p moves
 #: Easy reward 1.9% where n moves it 9.2%) sits well inside it.
 BP_MARGIN = 0.01
+#: Draws of the max-|t| reference distribution of `advantage_band`.
+N_DRAWS = 4000
 
 
 def _rows(df: pl.DataFrame, metric: str) -> pl.DataFrame:
@@ -114,16 +120,10 @@ def _unit_test(
     )  # fmt: skip
 
 
-def advantage_trend(df: pl.DataFrame, metric: str, power: int = 1) -> StatResult:
-    """How the advantage of a larger n at a fixed batch changes with compute (equivalently with
-    the steps M, equal within a B stratum at equal C). Per unit (B stratum × seed): at each
-    checkpoint both members reached, the slope of `metric` in log2 n across the stratum's
-    members; that slope regressed on log2 C (`power` 1: its trend, avg@4 per doubling of n per
-    doubling of C) or on log2 C and (log2 C)² (`power` 2: its curvature, the coefficient of
-    (log2 C)², log2 C centred on the data). Estimate: the mean over units, SE their spread.
-    With `power` 2 the curve must also turn inside the checkpoints (the vertex of the mean
-    quadratic within them) for the advantage to be non-monotone in M; otherwise no p-value is
-    given (an `inconclusive`), with the turning point in the note."""
+def _fixed_b_slopes(df: pl.DataFrame, metric: str) -> tuple[pl.DataFrame, int, list[int]]:
+    """Per unit (B stratum × seed) and checkpoint, the slope of `metric` in log2 n across the
+    stratum's members (`_slopes_within`), on the batches B run with two or more n; the runs
+    used and those batches."""
     rows = _rows(df, metric)
     runs = rows["run_key"].n_unique() if "run_key" in rows.columns else 0
     strata = (
@@ -131,29 +131,36 @@ def advantage_trend(df: pl.DataFrame, metric: str, power: int = 1) -> StatResult
         .agg(pl.col("n").n_unique().alias("k"))
         .filter(pl.col("k") > 1)
     )
-    rows = rows.filter(pl.col("B").is_in(strata["B"].to_list()))
+    batches = sorted(strata["B"].to_list())
+    rows = rows.filter(pl.col("B").is_in(batches))
+    slopes = _slopes_within(rows, metric, "B", "n") if rows.height else pl.DataFrame()
+    return slopes, runs, batches
+
+
+def advantage_trend(df: pl.DataFrame, metric: str) -> StatResult:
+    """How the advantage of a larger n at a fixed batch changes with compute (equivalently with
+    the steps M, equal within a B stratum at equal C). Per unit (B stratum × seed): at each
+    checkpoint both members reached, the slope of `metric` in log2 n across the stratum's
+    members; that slope regressed on log2 C (avg@4 per doubling of n per doubling of C).
+    Estimate: the mean over units, SE their spread."""
+    slopes, runs, batches = _fixed_b_slopes(df, metric)
     test = (
-        f"fixed-B strata ({', '.join(str(b) for b in sorted(strata['B'].to_list()))}): per "
-        f"stratum × seed, the slope of {metric} in log2 n between its members at each "
-        f"checkpoint, regressed on log2 C" + (" and (log2 C)²" if power == 2 else "")
-        + "; mean coefficient over units, t on their spread within strata"
-    )  # fmt: skip
-    if not rows.height:
+        f"fixed-B strata ({', '.join(str(b) for b in batches)}): per stratum × seed, the slope "
+        f"of {metric} in log2 n between its members at each checkpoint, regressed on log2 C; "
+        "mean coefficient over units, t on their spread within strata"
+    )
+    if not batches:
         return StatResult.refused("no batch B with two values of n", runs, test)
-    slopes = _slopes_within(rows, metric, "B", "n")
     if not slopes.height:
         return StatResult.refused("no checkpoint where two members of a B met", runs, test)
-    centre = as_float(slopes["lc"].mean())
     coefs, strata = [], []
     for (b, _), g in slopes.group_by("B", "seed", maintain_order=True):
-        lc = g["lc"].to_numpy() - centre
-        if len(lc) < power + 2:
+        if g.height < 3:
             continue
-        coefs.append(np.polyfit(lc, g["slope"].to_numpy(), power)[::-1])
+        coefs.append(np.polyfit(g["lc"].to_numpy(), g["slope"].to_numpy(), 1)[0])
         strata.append(b)
     if not coefs:
-        return StatResult.refused(f"no unit with {power + 2} checkpoints", runs, test)
-    c = np.array(coefs)
+        return StatResult.refused("no unit with 3 checkpoints", runs, test)
     first = as_float(slopes.filter(pl.col("lc") == pl.col("lc").min())["slope"].mean())
     last = as_float(slopes.filter(pl.col("lc") == pl.col("lc").max())["slope"].mean())
     span = (as_float(slopes["lc"].min()), as_float(slopes["lc"].max()))
@@ -162,23 +169,211 @@ def advantage_trend(df: pl.DataFrame, metric: str, power: int = 1) -> StatResult
         f", {last:+.3f} at C = {2 ** span[1]:,.0f} (mean over units)"
     )
     extra = {"first_advantage": first, "last_advantage": last}
-    result = _unit_test(c[:, power], np.array(strata), runs, test, extra, note)
-    if power == 2 and result.ran:
-        b1, b2 = float(c[:, 1].mean()), float(c[:, 2].mean())
-        turn = centre - b1 / (2 * b2) if b2 != 0 else math.inf
-        inside = span[0] < turn < span[1]
-        where = f"C ≈ {2**turn:,.0f}" if math.isfinite(turn) and abs(turn) < 60 else "nowhere"
-        if not inside:
-            return StatResult(
-                estimate=result.estimate, se=result.se, df=result.df, p_value=None,
-                interval=result.interval, mde=result.mde, n_runs=runs, test=result.test,
-                note=f"the advantage curves in log2 C but turns at {where}, outside the "
-                f"checkpoints: monotone in M over this range (p = {result.p_value:.2g} for the "
-                f"curvature); {note}",
-                extra=extra | {"turn_log2_C": turn},
-            )  # fmt: skip
-        result = replace(result, note=f"turns at {where}; {note}")
-    return result
+    return _unit_test(np.array(coefs), np.array(strata), runs, test, extra, note)
+
+
+@dataclass(frozen=True)
+class AdvantageBand:
+    """The larger n's advantage at a fixed batch per checkpoint, averaged over the B strata
+    there, with its joint band (`advantage_band`).
+
+    Attributes:
+        lc: the checkpoints (log2 C), ascending.
+        a: the mean advantage (avg@4 per doubling of n).
+        se: its SE.
+        p_adj: step-down max-|t| adjusted p-value of "no advantage" per checkpoint.
+        t_crit: the single-step joint band's half-width per SE.
+        dof: df of the pooled within-stratum covariance.
+    """
+
+    lc: np.ndarray
+    a: np.ndarray
+    se: np.ndarray
+    p_adj: np.ndarray
+    t_crit: float
+    dof: int
+
+
+def _pooled_within(
+    Y: np.ndarray, strata: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per stratum its mean trajectory (NaN where absent) and units per checkpoint pair; the
+    covariance across checkpoints of one unit, pooled within strata over the units present at
+    both checkpoints (eigenvalues clipped at 0), and its df per checkpoint pair."""
+    ok = np.isfinite(Y)
+    labels = np.unique(strata)
+    K = Y.shape[1]
+    means = np.full((len(labels), K), np.nan)
+    both = np.zeros((len(labels), K, K))
+    num, den = np.zeros((K, K)), np.zeros((K, K))
+    for h, label in enumerate(labels):
+        o = ok[strata == label].astype(float)
+        v = np.where(ok[strata == label], Y[strata == label], 0.0)
+        cnt = o.sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means[h] = np.where(cnt > 0, v.sum(axis=0) / cnt, np.nan)
+        r = np.where(o > 0, v - np.nan_to_num(means[h]), 0.0)
+        both[h] = o.T @ o
+        num += r.T @ r
+        den += np.maximum(both[h] - 1.0, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sigma = np.where(den > 0, num / den, 0.0)
+    w, V = np.linalg.eigh((sigma + sigma.T) / 2)
+    return means, both, (V * np.maximum(w, 0.0)) @ V.T, den
+
+
+def advantage_band(
+    df: pl.DataFrame, metric: str, n_draws: int = N_DRAWS, seed: int = 0
+) -> AdvantageBand | None:
+    """The larger n's advantage per checkpoint (the mean over the B strata present there of
+    each stratum's mean slope in log2 n over its units, `_fixed_b_slopes`), its covariance
+    across checkpoints (the units' covariance pooled within strata), and step-down max-|t|
+    adjusted p-values over the checkpoints (multivariate t with that correlation, Westfall &
+    Young's step-down as in `isolab.verdicts.crossing`): every rejected sign is right at once
+    with probability ≥ 1 − α. None without two checkpoints and one df."""
+    slopes, _, _ = _fixed_b_slopes(df, metric)
+    if not slopes.height:
+        return None
+    wide = slopes.pivot(on="lc", index=["B", "seed"], values="slope")
+    cols = sorted((c for c in wide.columns if c not in ("B", "seed")), key=float)
+    Y = wide.select(cols).to_numpy().astype(float)
+    lc = np.array([float(c) for c in cols])
+    means, both, sigma, den = _pooled_within(Y, wide["B"].to_numpy())
+    present = np.isfinite(means)
+    H = present.sum(axis=0)
+    dof = int(np.median(np.diag(den)[np.diag(den) > 0])) if (np.diag(den) > 0).any() else 0
+    if len(lc) < 2 or dof < 1 or (H == 0).any():
+        return None
+    Wt = present / H  # each stratum's weight at each checkpoint
+    cov = np.zeros((len(lc), len(lc)))
+    for h in range(means.shape[0]):
+        cnt = np.diag(both[h])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.where(both[h] > 0, both[h] / np.outer(cnt, cnt), 0.0)
+        cov += np.outer(Wt[h], Wt[h]) * sigma * share
+    a = np.nansum(Wt * np.nan_to_num(means), axis=0)
+    se = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    if not (se > 0).all():
+        return None
+    corr = cov / np.outer(se, se)
+    w, V = np.linalg.eigh(corr)
+    L = V * np.sqrt(np.maximum(w, 0.0))
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((n_draws, len(lc))) @ L.T
+    z /= np.sqrt(rng.chisquare(dof, (n_draws, 1)) / dof)
+    abs_z = np.abs(z)
+    t_crit = float(np.quantile(abs_z.max(axis=1), 1 - ALPHA))
+    p_adj = _step_down(np.abs(a / se), abs_z)
+    return AdvantageBand(lc, a, se, np.maximum(p_adj, 1 / (n_draws + 1)), t_crit, dof)
+
+
+def _step_down(abs_t: np.ndarray, abs_z: np.ndarray) -> np.ndarray:
+    """Westfall & Young's step-down max-|t| adjusted p-values: the i-th largest |t| referred to
+    the max of |Z| over the checkpoints not larger than it, made monotone."""
+    order = np.argsort(-abs_t)
+    tail_max = np.maximum.accumulate(abs_z[:, order][:, ::-1], axis=1)[:, ::-1]
+    raw = (tail_max >= abs_t[order][None, :]).mean(axis=0)
+    out = np.empty(len(abs_t))
+    out[order] = np.maximum.accumulate(raw)
+    return out
+
+
+def _alternations(band: AdvantageBand, changes: int) -> tuple[float, tuple[int, ...]]:
+    """The smallest α at which `changes` sign changes are established: the min over checkpoints
+    i₀ < … < i_changes whose advantages alternate in sign of the largest adjusted p among them;
+    and those checkpoints (empty where no such sequence exists)."""
+    sign = np.sign(band.a)
+    best: tuple[float, tuple[int, ...]] = (1.0, ())
+    for seq in combinations(range(len(band.lc)), changes + 1):
+        signs = sign[list(seq)]
+        if (signs == 0).any() or (signs[1:] == signs[:-1]).any():
+            continue
+        p = float(band.p_adj[list(seq)].max())
+        if not best[1] or p < best[0]:
+            best = (p, seq)
+    return best
+
+
+def _locate(band: AdvantageBand, i: int, j: int) -> str:
+    """Where the advantage changes sign between checkpoints i < j: linear in log2 C between the
+    two checkpoints that bracket its last change of sign in [i, j], and the interval between the
+    last checkpoint before it whose band lies on the first side and the first after it whose
+    band lies on the other."""
+    a, lc, side = band.a, band.lc, np.sign(band.a[i])
+    point = math.nan
+    for k in range(i, j):
+        if a[k] * side > 0 >= a[k + 1] * side:
+            point = float(lc[k] + (lc[k + 1] - lc[k]) * a[k] / (a[k] - a[k + 1]))
+    sig = band.p_adj < ALPHA
+    left = max((k for k in range(i, j + 1) if sig[k] and a[k] * side > 0 and lc[k] <= point),
+               default=i)  # fmt: skip
+    right = min((k for k in range(i, j + 1) if sig[k] and a[k] * side < 0 and lc[k] >= point),
+                default=j)  # fmt: skip
+    at = f"C ≈ {2**point:,.0f}" if math.isfinite(point) else "no crossing of the mean"
+    return (
+        f"{'+ → −' if side > 0 else '− → +'} near {at} (between C = {2 ** lc[left]:,.0f} and "
+        f"{2 ** lc[right]:,.0f})"
+    )
+
+
+def sign_changes(
+    df: pl.DataFrame, metric: str, n_draws: int = N_DRAWS, seed: int = 0
+) -> StatResult:
+    """Is the best n at a fixed batch non-monotone in M? With two members per B stratum, the
+    best is the larger n where its advantage (`advantage_band`) is positive and the smaller
+    where it is negative, so the best n is non-monotone in M exactly when the advantage changes
+    sign twice, in opposite directions (− + − or + − +). Each change is established by the
+    step-down signs of the checkpoints on either side (every sign right at once with
+    probability ≥ 1 − α) and located between them. The p-value: the smallest α at which
+    checkpoints i < j < k with alternating signs are all significant. Estimate: the advantage at
+    the middle checkpoint j (> 0: the larger n best in the middle of the range). Refused
+    (untested) where no sign change is located, and (one change: the best n switches once,
+    monotone over these checkpoints) where a second is not."""
+    slopes, runs, batches = _fixed_b_slopes(df, metric)
+    test = (
+        f"fixed-B strata ({', '.join(str(b) for b in batches)}): the larger n's advantage "
+        f"(slope of {metric} in log2 n between a stratum's members, mean over its seeds, then "
+        "over the strata) per checkpoint; signs by step-down max-|t| over the checkpoints "
+        "(multivariate t, the units' covariance pooled within strata); non-monotone: two "
+        "sign changes, each located"
+    )
+    band = advantage_band(df, metric, n_draws, seed)
+    if band is None:
+        return StatResult.refused(
+            "needs two B strata over ≥ 2 checkpoints with seed replicates", runs, test
+        )
+    test = f"{test} ({len(band.lc)} checkpoints, {band.dof} df)"
+    path = ", ".join(f"{a:+.4f} at C = {2**x:,.0f}" for x, a in zip(band.lc, band.a, strict=True))
+    extra = {"advantage": band.a.tolist(), "log2_C": band.lc.tolist(),
+             "p_adj": band.p_adj.tolist(), "t_crit": band.t_crit}  # fmt: skip
+    p1, one = _alternations(band, 1)
+    p2, two = _alternations(band, 2)
+    extra |= {"p_one_change": p1, "p_two_changes": p2}
+    where = f"the larger n's advantage per doubling of n at fixed B (mean over strata): {path}"
+    if not one or p1 >= ALPHA:
+        cand = f"; strongest candidate {_locate(band, *one)}, p = {p1:.2g}" if one else ""
+        reason = (
+            "untested: no sign change of the larger n's advantage is located at α (step-down "
+            f"max-|t| over the checkpoints){cand}: the same member of each fixed-B pair is "
+            f"best, or tied, at every M, so the best n is monotone in M here; {where}"
+        )
+        return replace(StatResult.refused(reason, runs, test), extra=extra)
+    if not two or p2 >= ALPHA:
+        cand = f" (candidate second change p = {p2:.2g})" if two else ""
+        reason = (
+            f"one sign change located: {_locate(band, *one)}, p = {p1:.2g}; the best n at "
+            f"fixed B switches once, monotone in M over these checkpoints; a second, opposite "
+            f"change is not located{cand}; {where}"
+        )
+        return replace(StatResult.refused(reason, runs, test), extra=extra)
+    i, j, k = two
+    return StatResult(
+        estimate=float(band.a[j]), se=float(band.se[j]), df=float(band.dof), p_value=p2,
+        interval=None, mde=math.nan, n_runs=runs, test=test,
+        note=f"two sign changes located: {_locate(band, i, j)}, then {_locate(band, j, k)} "
+        f"(p = {p2:.2g}); {where}",
+        extra=extra,
+    )  # fmt: skip
 
 
 def bp_equivalence(

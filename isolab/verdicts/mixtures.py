@@ -13,13 +13,24 @@ by more than their errors; it disagrees when the mix's optimum lies resolved out
 It is tested only where all three curvatures are resolved and the vertices lie inside the grid
 (an optimum at the grid's edge has no position).
 
-`coverage_slope` is the extremely-hard claim's test: the slope of each run's last best@k (the
-largest k evaluated: best@16 on `never`) on log2 n with a level per seed, HC3 errors, at equal
-compute. Its secondary reading is avg@k's slope: coverage that grows while the mean does not.
+`coverage_expansion` is the extremely-hard claim's test (issue 46): does a larger n *expand*
+coverage — reach best@k (the largest k evaluated: best@16 on `never`) that a smaller n never
+reaches? Its estimand is the slope of each run's highest best@k over its checkpoints (its
+peak) on log2 n, with a level per seed, HC3 errors. A larger n ahead at the budget is not
+enough: where every n peaks at the same coverage and the smaller n lose it late, the larger n
+ahead at the budget *keeps* coverage, it does not expand it. The peak is read only where it was
+reached: where the largest n's seed-mean best@k is highest at its last checkpoint, its peak
+lies at or beyond the budget, so a peak slope that is not positive cannot say the larger n
+would not expand coverage further — the claim is untested there, with the peaks and the
+coverage of every n at the largest summed learning rate Σlr they all reached (equal progress)
+in the reason. The slope of the last best@k at equal compute (the claim the data can support:
+a larger n keeps coverage at equal compute) and avg@k's slope are secondary readings
+(`coverage_keeps`).
 
 `world` and `coverage_world` draw runs on the shipped designs (nstar's `main`, `mix`, `never`)
 with the measured levels, seed spreads and noise, and the effects as stated: what
-`isolab.verdicts.calibration` runs the claims' tests on.
+`isolab.verdicts.calibration` runs the claims' tests on (`coverage_world` every checkpoint of
+`never`: the peaks need the curves).
 """
 
 from __future__ import annotations
@@ -33,10 +44,13 @@ import polars as pl
 from scipy import stats
 
 from isolab.paths import bundle_dir
+from isolab.table import as_float, with_lr_sum
+from isolab.verdicts.noise import noise_model
 from isolab.verdicts.ols import hc3_arrays
 from isolab.verdicts.result import ALPHA, StatResult, t_quantile
 from isolab.verdicts.targets import final_rows, quadratic_design, unlocated, vertex
-from isolab.vocab import EVAL_AVG, EVAL_PREFIX, ROLLOUTS
+from isolab.verdicts.worlds import null_means, simulate_world
+from isolab.vocab import EVAL_AVG, EVAL_PREFIX, LR_SUM
 
 #: The mixture's components, and the split they are mixed into.
 COMPONENTS = ("easy", "hard")
@@ -187,28 +201,94 @@ def coverage_metric(df: pl.DataFrame, stat: str = "best") -> str | None:
     return f"{EVAL_PREFIX}{stat}@{max(ks)}" if ks else None
 
 
-def coverage_slope(df: pl.DataFrame) -> StatResult:
-    """On an extremely hard set: the slope of the last best@k (largest k) on log2 n at equal
-    compute; the note gives avg@k's slope beside it."""
+def coverage_keeps(df: pl.DataFrame) -> StatResult:
+    """The claim the `never` runs support: the slope of each run's last best@k (largest k) on
+    log2 n at equal compute (a larger n keeps coverage at equal compute); the note gives
+    avg@k's slope beside it."""
     best, avg = coverage_metric(df, "best"), coverage_metric(df, "avg")
     if best is None:
         return StatResult.refused("no eval/best@k in these runs")
-    rows = final_rows(df, (best,))
-    r = slope(rows, best)
-    if not r.ran or avg is None or avg not in rows.columns:
+    r = slope(final_rows(df, (best,)), best)
+    if not r.ran or avg is None:
         return r
     a = slope(final_rows(df, (best, avg)), avg)
-    # found, or kept? each run's highest best@k over its checkpoints, against n
-    peaks = (
-        df.filter((pl.col("step") > 0) & pl.col(best).is_finite())
-        .group_by("run_key")
-        .agg(pl.col("n").first(), pl.col("seed").first(), pl.col(best).max())
-    )  # fmt: skip
-    p = slope(peaks, best)
     base = df.filter(pl.col("step") == 0)
     start = f"; at step 0 the base reads {best} = {base[best].mean():.3f}" if base.height else ""
-    return replace(r, note=f"secondary readings: {avg} moves {_pm(a)} per doubling of n; each "
-                   f"run's highest {best} over its checkpoints moves {_pm(p)}{start}")  # fmt: skip
+    return replace(r, note=f"{avg} moves {_pm(a)} per doubling of n{start}")
+
+
+def _peaks(df: pl.DataFrame, best: str) -> pl.DataFrame:
+    """Each run's highest `best` after step 0, with its n and seed."""
+    return (
+        df.filter((pl.col("step") > 0) & pl.col(best).is_finite())
+        .group_by("run_key", maintain_order=True)
+        .agg(pl.col("n").first(), pl.col("seed").first(), pl.col(best).max())
+    )
+
+
+def seed_mean_curves(df: pl.DataFrame, metric: str) -> pl.DataFrame:
+    """Per n and step (after step 0): the seed mean of `metric` and of the summed learning rate
+    Σlr (`isolab.table.with_lr_sum`)."""
+    rows = with_lr_sum(df).filter((pl.col("step") > 0) & pl.col(metric).is_finite())
+    return (
+        rows.group_by("n", "step")
+        .agg(pl.col(metric).mean(), pl.col(LR_SUM).mean())
+        .sort("n", "step")
+    )
+
+
+def at_common_lr_sum(curves: pl.DataFrame, metric: str) -> tuple[float, dict[int, float]]:
+    """The largest Σlr every n reached, and each n's seed-mean `metric` there (linear in log2
+    Σlr between the checkpoints that bracket it): the n compared at equal optimizer progress."""
+    ends = curves.group_by("n").agg(pl.col(LR_SUM).max())
+    common = as_float(ends[LR_SUM].min())
+    out = {}
+    for (n,), g in curves.group_by(["n"], maintain_order=True):
+        x, y = np.log2(g[LR_SUM].to_numpy()), g[metric].to_numpy()
+        out[int(n)] = float(np.interp(math.log2(common), x, y))
+    return common, out
+
+
+def coverage_expansion(df: pl.DataFrame) -> StatResult:
+    """Does a larger n expand coverage on an extremely hard set? The slope of each run's peak
+    best@k on log2 n (the module's docstring): agrees where it is positive at α; untested where
+    it is not and the largest n's peak lies at or beyond the budget (its seed-mean best@k
+    highest at its last checkpoint), with the peaks and the coverage at equal Σlr in the
+    reason; else the peak slope's own call."""
+    best = coverage_metric(df, "best")
+    test = (
+        f"OLS of each run's highest {best} over its checkpoints on log2 n + a level per seed, HC3"
+    )
+    if best is None:
+        return StatResult.refused("no eval/best@k in these runs", test=test)
+    r = replace(slope(_peaks(df, best), best), test=test)
+    if not r.ran or (r.p_value is not None and r.p_value < ALPHA and r.estimate > 0):
+        return r
+    curves = seed_mean_curves(df, best)
+    peak = curves.group_by("n").agg(pl.col(best).max()).sort("n")
+    top = curves.filter(pl.col("n") == pl.col("n").max())
+    censored = float(top[best][-1]) >= as_float(top[best].max())
+    if not censored:
+        return r
+    common, equal = at_common_lr_sum(curves, best)
+    peaks = ", ".join(f"{v:.3f}" for v in peak[best])
+    ns = "/".join(str(n) for n in peak["n"])
+    last = curves.group_by("n").agg(pl.col(best).last()).sort("n")
+    falls = [f"n = {n}: {p:.3f} → {v:.3f}"
+             for n, p, v in zip(peak["n"], peak[best], last[best], strict=True)
+             if n != top["n"][0] and v < p]  # fmt: skip
+    reason = (
+        f"untested: every n peaks near {best} {as_float(peak[best].mean()):.2f} (seed-mean peaks "
+        f"{peaks} for n = {ns}; each run's highest {best} moves {_pm(r)} per doubling of n), and "
+        f"n = {int(top['n'][0])}'s highest is its last checkpoint, so its peak lies at or beyond "
+        f"the budget; at the largest Σlr every n reached ({common:.4f}) the n read "
+        f"{'/'.join(f'{v:.3f}' for v in equal.values())}"
+        + (f"; the smaller n fall from their peaks by the budget ({', '.join(falls)}): a larger "
+           "n ahead there keeps coverage that the smaller n lose late" if falls else "")
+    )  # fmt: skip
+    extra = {"peaks": dict(zip(peak["n"].to_list(), peak[best].to_list(), strict=True)),
+             "lr_sum_common": common, "at_common_lr_sum": equal, "peak_slope": r.estimate}  # fmt: skip
+    return replace(StatResult.refused(reason, r.n_runs, test), extra=extra)
 
 
 def _pm(r: StatResult) -> str:
@@ -284,44 +364,40 @@ def world(kind: str, seed: int) -> dict[str, pl.DataFrame]:
     return {"main": pl.concat([out["easy"], out["hard"]], how="diagonal_relaxed"), "mix": out[MIX]}
 
 
-def coverage_world(slope_per_doubling: float, seed: int) -> dict[str, pl.DataFrame]:
-    """One simulated `never` on the shipped design: each run's last best@k as the measured mean
-    + a level per seed + noise (the measured residual SD), plus `slope_per_doubling` × log2 n
-    (centred)."""
-    best, rows = _never_final()
-    x = np.log2(rows["n"].to_numpy().astype(float))
-    seeds = rows["seed"].to_numpy()
-    sd, seed_sd = _coverage_noise()
-    rng = np.random.default_rng(seed)
-    level = {s: rng.normal(0, seed_sd) for s in np.unique(seeds)}
-    y = (float(np.mean(rows[best].to_numpy())) + slope_per_doubling * (x - x.mean())
-         + np.array([level[s] for s in seeds]) + rng.normal(0, sd, len(x)))  # fmt: skip
-    return {"never": rows.select("run_key", "n", "seed", "step", ROLLOUTS, best).with_columns(
-        pl.Series(best, y))}  # fmt: skip
-
-
-@cache
-def _coverage_noise() -> tuple[float, float]:
-    """The residual SD of best@k on `never` around a mean per (n) and a level per seed, and
-    the SD of those seed levels."""
-    best, rows = _never_final()
-    ns, seeds = rows["n"].to_numpy(), rows["seed"].to_numpy()
-    cols = [(ns == n).astype(float) for n in np.unique(ns)]
-    cols += [(seeds == s).astype(float) for s in np.unique(seeds)[1:]]
-    X = np.column_stack(cols)
-    y = rows[best].to_numpy().astype(float)
-    beta = np.linalg.lstsq(X, y, rcond=None)[0]
-    e = y - X @ beta
-    sd = float(math.sqrt(e @ e / (len(y) - np.linalg.matrix_rank(X))))
-    seed_levels = np.concatenate([[0.0], beta[len(np.unique(ns)) :]])
-    return sd, float(np.std(seed_levels))
-
-
-@cache
-def _never_final() -> tuple[str, pl.DataFrame]:
-    """The committed `never` sweep's best@k column and its runs' last evaluations."""
+def coverage_world(kind: str, slope_per_doubling: float, seed: int) -> dict[str, pl.DataFrame]:
+    """One simulated `never` on the shipped design, every checkpoint, noise as measured
+    (evaluation SD from the per-problem counts, training SD from the seeds,
+    `isolab.verdicts.noise`; drawn by `isolab.verdicts.worlds.simulate_world`). `kind`: `flat`,
+    every run on the mean best@k curve over n (no effect of n); `kept`, each n on its own
+    measured seed-mean curve shifted so that every n peaks at the same best@k (the smaller n
+    still lose coverage late: ahead at the budget, a larger n has expanded nothing). Plus
+    `slope_per_doubling` × log2 n (centred) × the share of training done."""
     df = shipped("never")
     best = coverage_metric(df)
     if best is None:
         raise ValueError("the shipped `never` sweep has no eval/best@k column")
-    return best, final_rows(df, (best,))
+    means = null_means(df, [best]) if kind == "flat" else _same_peak(df, best)
+    frac = np.sqrt(df["step"].to_numpy() / df.select(pl.col("step").max().over("run_key"))
+                   .to_series().to_numpy())  # fmt: skip
+    x = np.log2(df["n"].to_numpy().astype(float))
+    effect = {best: slope_per_doubling * (x - x.mean()) * frac}
+    return {"never": simulate_world(means, {best: _never_noise(best)}, seed, effect)}
+
+
+@cache
+def _never_noise(best: str) -> tuple[float, float]:
+    """(evaluation SD, training SD) of one run's `best` on the shipped `never` runs; a training
+    SD the seeds do not resolve is taken as the evaluation SD."""
+    noise = noise_model(shipped("never"), (best,))[best]
+    return noise.eval_sd, noise.train_sd if math.isfinite(noise.train_sd) else noise.eval_sd
+
+
+def _same_peak(df: pl.DataFrame, best: str) -> pl.DataFrame:
+    """`df` with `best` replaced by its n's seed mean at each step, shifted so that every n's
+    seed-mean curve peaks at the mean of their peaks (step 0 unchanged)."""
+    mean = pl.col(best).mean().over("n", "step")
+    peak = pl.when(pl.col("step") > 0).then(pl.col(best)).max().over("n")
+    out = df.with_columns(mean.alias(best)).with_columns(peak.alias("_peak"))
+    common = as_float(out.group_by("n").agg(pl.col("_peak").first())["_peak"].mean())
+    shift = pl.when(pl.col("step") > 0).then(common - pl.col("_peak")).otherwise(0.0)
+    return out.with_columns((pl.col(best) + shift).alias(best)).drop("_peak")

@@ -10,6 +10,8 @@ k (generate k·B_p groups, train on the B_p most varied: search and reward FLOPs
   (logit 0.72 − logit 0.44 ≈ 1.19).
 - `learning_to_search`: the same vertex test on ln(C_learning / C_search), the axis on which
   the reward model's FLOPs do not count: it separates accounting from preference.
+- `best_cells`, `knob_caveat`: each system's best (k, μ) cell, and the caveat it puts on ρ*
+  (issue 46: on the committed runs every system is best at k = 1).
 - `simulate_rho_design`, `rho_world`, `calibrate_rho`, `calibration_table`: simulated sweeps of
   that design, for the tests' false-call rate and power (tests/test_rho_optimum.py; the larger
   run, `calibration_table`, is for `benchmarks/verdict_calibration.py`).
@@ -311,6 +313,36 @@ def learning_to_search(
         preference=preference, accounting=accounting, implied_logit_gap=preference + accounting
     )
     return result
+
+
+def best_cells(df: pl.DataFrame, metric: str = EVAL_AVG, group: str = "reward") -> pl.DataFrame:
+    """Per reward system (`group`), its best design cell: the (k, μ) whose seed-mean final
+    `metric` is highest, with that mean."""
+    knobs = [c for c in (OVERSAMPLING, "num_iterations") if c in df.columns]
+    cells = final_rows(df, metric).group_by(group, *knobs).agg(pl.col(metric).mean())
+    return (
+        cells.sort(group, metric, descending=[False, True])
+        .group_by(group, maintain_order=True)
+        .head(1)
+    )
+
+
+def knob_caveat(df: pl.DataFrame, metric: str = EVAL_AVG, group: str = "reward") -> str:
+    """`best_cells` as the caveat a ρ* finding carries: which systems do best at k = 1 (no
+    oversampling), and that the ρ axis mixes k and μ."""
+    if OVERSAMPLING not in df.columns or "num_iterations" not in df.columns:
+        return ""
+    best = best_cells(df, metric, group)
+    at_one = best.filter(pl.col(OVERSAMPLING) == 1)
+    cells = ", ".join(f"{r[group]} (k {r[OVERSAMPLING]}, μ {r['num_iterations']}: "
+                      f"{r[metric]:.3f})" for r in best.iter_rows(named=True))  # fmt: skip
+    share = (f"all {best.height}" if at_one.height == best.height
+             else f"{at_one.height} of {best.height}")  # fmt: skip
+    return (
+        f"caveat: {share} reward systems do best at k = 1 (no oversampling): {cells}; the ρ axis "
+        "mixes two knobs (k lowers ρ, μ raises it), so ρ* marks where oversampling stops hurting "
+        "and extra passes stop helping, not one knob's optimum"
+    )
 
 
 def simulate_rho_design(

@@ -7,7 +7,7 @@ import polars as pl
 from isolab import plots
 from isolab.study import summaries
 from isolab.study.analyses.report import Report, X, Y, add_noise, figure_row, fmt, splits_of
-from isolab.verdicts import claims
+from isolab.verdicts import claims, lr_exponent, testbed
 
 
 def healthy_recipe(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
@@ -60,5 +60,16 @@ def healthy_recipe(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
         f"LR scaling, final avg@4 averaged over the batches B ≠ {B_base} where the rules differ: "
         f"{listing}."
     )
+    old = {sweep: testbed.old_testbed(df) for sweep, df in data.items()}
+    rep.findings["testbed"] = old
+    if any(old.values()):
+        rep.summary.append(
+            "These runs are on the old testbed ("
+            + "; ".join(f"{s}: {why.removeprefix('untested (old testbed: ').rstrip(')')}"
+                        for s, why in old.items() if why)
+            + "): their claims are untested until re-run on the new one. The re-test of "
+            f"η ∝ sqrt(B) is pre-registered as a (B, lr) grid ({lr_exponent.SPEC}): the "
+            "exponent of the best lr in B against 0, 0.5 and 1."
+        )  # fmt: skip
     rep.add_verdicts(claims.evaluate("healthy-recipe", data))
     return rep

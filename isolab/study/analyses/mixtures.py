@@ -10,7 +10,13 @@ from isolab import plots
 from isolab.study import summaries
 from isolab.study.analyses.report import Report, Y, figure_row, fmt
 from isolab.verdicts import claims
-from isolab.verdicts.mixtures import component_rows, coverage_metric
+from isolab.verdicts.mixtures import (
+    at_common_lr_sum,
+    component_rows,
+    coverage_keeps,
+    coverage_metric,
+    seed_mean_curves,
+)
 from isolab.verdicts.targets import final_rows
 from isolab.vocab import ROLLOUTS
 
@@ -61,6 +67,7 @@ def mixtures(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
         rep.tables["never_by_n"] = table
         rep.findings["never_by_n"] = table.to_dicts()
         rep.findings["never_at_step_0"] = start
+        rep.findings["never_coverage"] = _coverage(never, best_k)
         per_metric = pl.concat(
             [
                 final.group_by("n").agg(
@@ -96,6 +103,27 @@ def mixtures(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
     rep.figures[NEVER] = plots.tidy(fig)
     rep.add_verdicts(claims.evaluate("mixtures", data))
     return rep
+
+
+def _coverage(never: pl.DataFrame, best_k: str) -> dict:
+    """Per n the seed-mean peak and last best@k, the coverage at the largest Σlr every n reached,
+    and the secondary reading the runs support (a larger n keeps coverage at equal compute:
+    the slope of the last best@k on log2 n)."""
+    curves = seed_mean_curves(never, best_k)
+    per_n = curves.group_by("n").agg(
+        pl.col(best_k).max().alias("peak"), pl.col(best_k).last().alias("last")
+    ).sort("n")  # fmt: skip
+    common, equal = at_common_lr_sum(curves, best_k)
+    keeps = coverage_keeps(never)
+    return {
+        "by_n": per_n.to_dicts(),
+        "lr_sum_common": common,
+        "at_common_lr_sum": {str(n): v for n, v in equal.items()},
+        "keeps_at_equal_compute": {
+            "slope_per_doubling": keeps.estimate, "interval": keeps.interval,
+            "p_value": keeps.p_value,
+        },
+    }  # fmt: skip
 
 
 def _bp(rows: pl.DataFrame) -> str:

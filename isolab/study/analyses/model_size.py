@@ -8,7 +8,7 @@ from isolab import plots
 from isolab.study import summaries
 from isolab.study.analyses.report import Report, Y, add_noise, figure_row, fmt, fmt_sig
 from isolab.table import as_int
-from isolab.verdicts import claims
+from isolab.verdicts import claims, testbed
 from isolab.vocab import FLOPS_TOTAL
 
 
@@ -75,6 +75,13 @@ def model_size(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
                 for m, r, s_ in zip(g["model"], g["rollouts"], g["steps"], strict=True)
             )
             + " (fewer for a costlier model, by construction)."
+        )
+    old = testbed.old_testbed(df)
+    rep.findings["testbed"] = old
+    if old:
+        rep.summary.append(
+            f"These runs are on the old testbed ({old.removeprefix('untested (old testbed: ')}: "
+            "the claim is untested until they are re-run on the new one."
         )
     add_noise(rep, df)
     rep.add_verdicts(claims.evaluate("model-size", data))

@@ -11,7 +11,6 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from isolab.verdicts import Verdict
-from isolab.verdicts.family import holm_table
 from isolab.verdicts.result import CI_LEVEL
 from isolab.vocab import EVAL_AVG, ROLLOUTS
 
@@ -31,9 +30,11 @@ class Report:
         summary: sentences stating the result, built from `findings`.
         versus_paper: one sentence per claim of the papers, rendered from `verdicts`.
         verdicts: the claims tested (`isolab.verdicts.Verdict`): machine-readable, saved in
-            findings.json under `verdicts`.
+            findings.json under `verdicts`. An analysis adds them with their per-claim calls;
+            `isolab.study.analyse` binds them (`set_verdicts`): registration, caveats, and the
+            call read in the family of every claim (Holm is the call).
         sensitivity: per sensitivity sweep (`Study.sensitivity`), the same claims tested on its
-            runs alone (`analyses.sensitivity`); outside the Holm family of `verdicts`.
+            runs alone (`analyses.sensitivity`), per claim: outside the Holm family.
     """
 
     study: str
@@ -48,10 +49,14 @@ class Report:
 
     def add_verdicts(self, verdicts: list[Verdict]) -> None:
         """Record the claims' verdicts: in `verdicts`, in the findings, as sentences."""
-        self.verdicts += verdicts
+        self.set_verdicts(self.verdicts + verdicts)
+
+    def set_verdicts(self, verdicts: list[Verdict]) -> None:
+        """Replace the claims' verdicts (by their bound versions) everywhere the report states
+        them: `verdicts`, the findings and the sentences."""
+        self.verdicts = list(verdicts)
         self.findings["verdicts"] = [v.to_dict() for v in self.verdicts]
-        self.tables["verdicts_holm"] = holm_table(self.verdicts)
-        self.versus_paper += [v.sentence() for v in verdicts]
+        self.versus_paper = [v.sentence() for v in self.verdicts]
 
     def figure(self, name: str) -> Figure:
         """The figure `name` (a KeyError lists the names)."""
@@ -70,34 +75,77 @@ class Report:
         out = [title, "", "## Findings", ""]
         out += [f"- {s}" for s in self.summary]
         if self.verdicts:
-            out += ["", "## Against the papers", "", VERDICT_HEAD]
-            out += [_verdict_row(v) for v in self.verdicts]
-            out += [""] + [f"- {s}" for s in self.versus_paper]
+            out += verdict_section(self.verdicts, self.findings.get("holm_family"))
         elif self.versus_paper:
-            out += ["", "## Against the papers", ""]
+            out += ["", AGAINST, ""]
             out += [f"- {s}" for s in self.versus_paper]
         for sweep, verdicts in self.sensitivity.items():
-            out += ["", f"## Sensitivity arm `{sweep}`", "", VERDICT_HEAD]
-            out += [_verdict_row(v) for v in verdicts]
+            out += ["", f"## Sensitivity arm `{sweep}` (per-claim calls)", "", VERDICT_HEAD]
+            out += [verdict_row(v) for v in verdicts]
         out += ["", "## Figures", ""]
         out += [f"![{n}](figures/{n}.png)" for n in self.figures]
         return "\n".join(out) + "\n"
 
 
+AGAINST = "## Against the papers"
 VERDICT_HEAD = (
-    f"| claim | split | call | effect ({CI_LEVEL} CI) | p | detectable at 80% power |\n"
-    "|---|---|---|---|---|---|"
+    f"| claim | split | call | effect ({CI_LEVEL} CI) | p | p, Holm | detectable at 80% power "
+    "| test fixed |\n|---|---|---|---|---|---|---|---|"
 )
 
 
-def _verdict_row(v: Verdict) -> str:
+def verdict_section(verdicts: list[Verdict], family: dict | None = None) -> list[str]:
+    """The `## Against the papers` section of findings.md: the verdicts' table (bold only a
+    call that survives Holm over `family`, the findings table's claims), the family's size, and
+    one sentence per verdict."""
+    out = ["", AGAINST, "", VERDICT_HEAD, *[verdict_row(v) for v in verdicts], ""]
+    if family:
+        out += [
+            f"Holm is the call: p-values adjusted over the {family['tested']} claims with a "
+            f"p-value among the {family['claims']} of {len(family['studies'])} studies' saved "
+            "findings at this scale; a claim significant on its own but not after Holm is "
+            "per-claim only, not bold.",
+            "",
+        ]
+    return out + [f"- {v.sentence()}" for v in verdicts]
+
+
+def restate_markdown(text: str, verdicts: list[Verdict], family: dict | None) -> str:
+    """findings.md with its `## Against the papers` section rendered again from `verdicts`
+    (the rest, which the analysis wrote, unchanged); unchanged where it has no such section."""
+    start = text.find(f"\n{AGAINST}\n")
+    if start < 0:
+        return text
+    end = text.find("\n## ", start + len(AGAINST) + 2)
+    rest = "\n" + text[end:] if end >= 0 else "\n"
+    return text[:start] + "\n".join(verdict_section(verdicts, family)) + rest
+
+
+def verdict_row(v: Verdict) -> str:
+    """One verdict as a row of `VERDICT_HEAD`: the call bold only where it survives Holm."""
     ci = f" [{fmt_sig(v.interval[0])}, {fmt_sig(v.interval[1])}]" if v.interval else ""
     p = f"{v.p_value:.2g}" if v.p_value is not None else "—"
+    holm = f"{v.holm_p:.2g}" if v.holm_p is not None else "—"
     effect = f"{fmt_sig(v.statistic)}{ci} {v.unit}" if math.isfinite(v.statistic) else "not tested"
+    call = f"**{v.call}**" if v.call in ("agrees", "disagrees") else v.call_label()
     return (
-        f"| {v.text} | {v.split or '—'} | **{v.call}** | {effect} | {p} | "
-        f"{fmt_sig(v.min_detectable_effect)} |"
+        f"| {v.text} | {v.split or '—'} | {call} | {effect} | {p} | {holm} | "
+        f"{fmt_sig(v.min_detectable_effect)} | {registration_label(v)} |"
     )
+
+
+def registration_label(v: Verdict) -> str:
+    """How the claim's test was fixed (`isolab.verdicts.preregistration`), in a table cell:
+    `revised after the data`, `pre-registered (<where>)`, or `not pre-registered` (fixed after
+    the first run of its sweep started, before any finished; or not registered at all); `—`
+    for a verdict never bound (a sensitivity arm's, read per claim)."""
+    if v.per_claim_call is None:
+        return "—"
+    if v.revised_after_data:
+        return "revised after the data"
+    if v.preregistered:
+        return f"pre-registered ({v.preregistered})"
+    return "not pre-registered"
 
 
 def figure_row(ncols: int = 1, width: float = 6.0, height: float = 4.2) -> tuple[Figure, list]:

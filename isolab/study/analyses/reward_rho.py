@@ -9,6 +9,7 @@ from isolab import plots
 from isolab.study.analyses.report import Report, Y, add_noise, figure_row, fmt, n_boot
 from isolab.verdicts import claims
 from isolab.verdicts.race import regime_calls
+from isolab.verdicts.rho_optimum import best_cells
 from isolab.vocab import FLOPS_TOTAL, RHO
 
 
@@ -64,6 +65,7 @@ def reward_rho(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
                else "not resolved (configurations not worse than the best span two regimes).")
         )  # fmt: skip
     rep.findings = {
+        "best_cells": best_cells(full, Y).to_dicts(),
         "band": list(rho.band),
         "regimes_full": calls,
         "regimes_pilot": regime_calls(pilot, Y),

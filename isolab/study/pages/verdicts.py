@@ -71,8 +71,10 @@ def saved_verdicts(experiment: str) -> list[StudyVerdicts]:
 
 
 def verdict_table(saved: StudyVerdicts) -> pl.DataFrame:
-    """One row per verdict: the claim (id and words), split, call, the effect with its
-    interval, p, the effect the design detects with 80% power, and the note."""
+    """One row per verdict: the claim (id and words), split, call (`per-claim only (…)` where
+    it does not survive Holm over the findings table, issue 46), the effect with its interval,
+    p and Holm's p, the effect the design detects with 80% power, how the test was fixed, the
+    caveats and the note."""
     rows = []
     for v in saved.verdicts:
         unit = v.get("unit") or ""
@@ -82,17 +84,23 @@ def verdict_table(saved: StudyVerdicts) -> pl.DataFrame:
         effect = f"{_sig(stat)}{ci} {unit}".strip() if math.isfinite(stat) else "not tested"
         p = _number(v.get("p_value"))
         mde = _number(v.get("min_detectable_effect"))
+        holm = _number(v.get("holm_p"))
         rows.append(
             {
                 "claim": str(v.get("claim", "")),
                 "paper's claim": str(v.get("text", "")),
                 "split": str(v.get("split") or "—"),
-                "call": str(v.get("call", "")),
+                "call": f"per-claim only ({v.get('per_claim_call')})"
+                if v.get("per_claim_only")
+                else str(v.get("call", "")),
                 f"effect ({CI_LEVEL} CI)": effect,
                 "p": f"{p:.2g}" if math.isfinite(p) else "—",
+                "Holm p": f"{holm:.2g}" if math.isfinite(holm) else "—",
                 "detectable at 80% power": f"{_sig(mde)} {unit}".strip()
                 if math.isfinite(mde)
                 else "n/a",
+                "test fixed": _test_fixed(v),
+                "caveats": "; ".join(v.get("caveats") or ()),
                 "note": str(v.get("note") or ""),
             }
         )
@@ -111,6 +119,18 @@ def describe(saved: StudyVerdicts) -> str:
     return (
         f"Study {saved.study.name} ({saved.study.title}): {len(saved.verdicts)} verdicts "
         f"tested on its sweeps {sweeps} at the {saved.scale} scale, from {shown(saved.path)}."
+    )
+
+
+def _test_fixed(v: dict) -> str:
+    """How the test was fixed (`isolab.verdicts.preregistration`; as
+    `analyses.report.registration_label` words it), `—` where the findings predate it."""
+    if "revised_after_data" not in v:
+        return "—"
+    if v.get("revised_after_data"):
+        return "revised after the data"
+    return (
+        f"pre-registered ({v['preregistered']})" if v.get("preregistered") else "not pre-registered"
     )
 
 
