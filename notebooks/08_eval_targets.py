@@ -82,7 +82,9 @@ report.tables.get("judge_by_n")
 # ## What these runs say
 # Computed from the runs (nothing here is pre-written). Each claim of the papers is a stated
 # test (`isolab.verdicts`): it agrees or disagrees only when the data reject "no effect" at 4%
-# (a level calibrated to keep false calls under 5%), else it is inconclusive and says what
+# after Holm's correction over every claim of the README's findings table ("per-claim only"
+# where it holds on its own test alone; levels calibrated to keep false calls under 5%), else it
+# is inconclusive and says what
 # effect the design could have detected:
 
 # %%
