@@ -161,6 +161,26 @@ print(f"Replayed with {rule.text}, " + "; ".join(stops) + f"; it {best}, and {n_
       "wherever the grid resolves n*.")  # fmt: skip
 
 # %% [markdown]
+# ## The crossover scout (pre-registered, issue 45)
+# Nothing above plateaus by 131,072 rollouts, so "n* grows" is untested on main. The scout
+# (`studies/nstar/cpu/scout.yaml`, committed before its runs) looks further: Easy, B_p = 16,
+# n ∈ {4, 8, 16}, 2 seeds, one learning rate for every n, to 741,376 rollouts. Its call is the
+# crossing test's, with the larger n ahead at some C ≥ 65,536, read by
+# `scripts/scout_call.py` (written before any n = 8 or 16 run was read) only once all six runs
+# have landed; D_b is the seed-paired advantage of n_b over n = 4, Σlr the summed learning rate.
+
+# %%
+import subprocess
+import sys
+
+if runs is None and scale == "cpu":
+    scout = subprocess.run(
+        [sys.executable, "../scripts/scout_call.py", "../runs/chunks/nstar-cpu-scout"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    print(scout.stdout or scout.stderr)
+
+# %% [markdown]
 # Save the figures, tables and findings under `runs/nstar/<scale>/` and log them to MLflow
 # (experiment `nstar/<scale>`; browse with `isolab ui`). With `runs` (your own sweep, e.g.
 # `papermill 02_nstar_vs_compute.ipynb out.ipynb -p runs my-sweep`) nothing is saved.
