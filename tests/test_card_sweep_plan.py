@@ -98,3 +98,21 @@ def test_a_sweeps_description_names_no_winner_without_its_noise():
     assert "`isolab report my-card-sweep`" in note and "noise" in note
     assert "n ∈ {4, 8}" in note
     assert "isolab report" not in sweep_note("empty", [{"name": "a", "params": {}, "metrics": {}}])
+
+
+def test_a_tiny_arithmetic_model_on_a_card_is_refused_at_plan(cli, tmp_path: Path):
+    """tiny-m on a card: `sweep plan` once printed `nan FLOPs` and a wall time; it now exits 2
+    naming `model` and the preset that runs cards, and only the tiny arms are dropped where
+    the model is an axis."""
+    card = tmp_path / "wp"
+    shutil.copytree(EXAMPLE, card)
+    base = {"task": str(card / "task.yaml"), "split": "all", "B_p": 2}
+    refused = cli("sweep", "plan", str(_spec(tmp_path, {**base, "model": "tiny-m"}, {"n": [2, 4]})))
+    text = " ".join(refused.output.split())
+    assert refused.exit_code == 2, refused.output
+    assert "model: model tiny-m runs the arithmetic task only" in text
+    assert "tiny-chat" in text and "nan" not in text
+    both = cli("sweep", "plan", str(_spec(tmp_path, base, {"model": ["tiny-m", "tiny-chat"]})))
+    text = " ".join(both.output.split())
+    assert both.exit_code == 0, both.output
+    assert "tiny-m runs the arithmetic task only" in text  # the dropped point and its reason

@@ -270,6 +270,10 @@ def plan_sweep(
             dropped.append(DroppedPoint(values, str(exc)))
             reasons.add("config")
             continue
+        if models.is_tiny(cfg.model) and cfg.task != "arithmetic":  # its FLOPs cannot be planned
+            dropped.append(DroppedPoint(values, models.tiny_refusal(cfg.model, cfg.task)))
+            reasons.add("tiny")
+            continue
         if spec.max_batch is not None and spec.max_batch < cfg.B:
             dropped.append(DroppedPoint(values, f"B = {cfg.B} over max_batch = {spec.max_batch}"))
             reasons.add("max_batch")
@@ -432,6 +436,10 @@ def _why_empty(spec: SweepSpec, reasons: set[str]) -> tuple[str, str]:
         return "axes.B", "no value of B is divisible by any n."
     if "split" in reasons:
         return "axes.B_p", "every B_p is over the training problems of its split."
+    if "tiny" in reasons:
+        model = next(m for m in spec.values_of("model") if models.is_tiny(m))
+        task = next(t for t in spec.values_of("task") if t != "arithmetic")
+        return "model", models.tiny_refusal(model, task)
     return "axes", "no combination of the axes makes a valid RunConfig (see `sweep plan`)."
 
 
