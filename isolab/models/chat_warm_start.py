@@ -26,6 +26,7 @@ from collections.abc import Callable
 import torch
 
 from isolab.models.tiny import ChatSpec, build_byte_tokenizer, chat_model_config
+from isolab.models.warm_start import padded
 
 #: Words of the synthetic questions: neutral, so that no task's vocabulary is favoured.
 WORDS = (
@@ -79,13 +80,7 @@ def batch(tok, rng: random.Random, size: int) -> tuple[torch.Tensor, torch.Tenso
         target_ids = tok(target, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
         rows.append(prompt_ids + target_ids)
         label_rows.append([-100] * len(prompt_ids) + target_ids)
-    width = max(len(r) for r in rows)
-    input_ids = torch.full((size, width), tok.pad_token_id)
-    labels = torch.full((size, width), -100)
-    for i, (r, lab) in enumerate(zip(rows, label_rows, strict=True)):
-        input_ids[i, : len(r)] = torch.tensor(r)
-        labels[i, : len(lab)] = torch.tensor(lab)
-    return input_ids, labels
+    return padded(rows, label_rows, tok.pad_token_id)
 
 
 def format_rate(model, tok, rng: random.Random, problems: int = 64) -> dict[str, float]:

@@ -277,25 +277,15 @@ def build_byte_tokenizer():
 
 def chat_model_config(spec: ChatSpec, vocab_size: int = len(CHAT_SPECIALS) + 256):
     """The `LlamaConfig` of a tiny chat preset, without building it (planning reads it)."""
-    from transformers import LlamaConfig
-
-    return LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=spec.hidden_size,
-        intermediate_size=spec.intermediate_size,
-        num_hidden_layers=spec.num_layers,
-        num_attention_heads=spec.num_heads,
-        num_key_value_heads=spec.num_heads,
-        max_position_embeddings=spec.max_positions,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=2,
-        tie_word_embeddings=False,
-        attn_implementation="eager",  # ty: ignore[unknown-argument]
-    )
+    return _llama_config(spec, vocab_size, spec.max_positions)
 
 
 def tiny_model_config(spec: TinySpec, vocab_size: int):
+    """The `LlamaConfig` of a tiny arithmetic preset (64 positions: its prompts are short)."""
+    return _llama_config(spec, vocab_size, 64)
+
+
+def _llama_config(spec: TinySpec | ChatSpec, vocab_size: int, max_positions: int):
     from transformers import LlamaConfig
 
     return LlamaConfig(
@@ -305,7 +295,7 @@ def tiny_model_config(spec: TinySpec, vocab_size: int):
         num_hidden_layers=spec.num_layers,
         num_attention_heads=spec.num_heads,
         num_key_value_heads=spec.num_heads,
-        max_position_embeddings=64,
+        max_position_embeddings=max_positions,
         pad_token_id=0,
         bos_token_id=1,
         eos_token_id=2,

@@ -150,9 +150,17 @@ def _sft_batch(tok, rng: random.Random, task: ArithmeticSpec, batch: int):
         target_ids = tok.convert_tokens_to_ids(list(raw_target(problem))) + [tok.eos_token_id]
         rows.append(prompt_ids + target_ids)
         label_rows.append([-100] * len(prompt_ids) + target_ids)
+    return padded(rows, label_rows, tok.pad_token_id)
+
+
+def padded(
+    rows: list[list[int]], label_rows: list[list[int]], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token rows right-padded into one batch: `pad_id` in the inputs, -100 (ignored by the
+    loss) in the labels."""
     width = max(len(r) for r in rows)
-    input_ids = torch.full((batch, width), tok.pad_token_id)
-    labels = torch.full((batch, width), -100)
+    input_ids = torch.full((len(rows), width), pad_id)
+    labels = torch.full((len(rows), width), -100)
     for i, (r, lab) in enumerate(zip(rows, label_rows, strict=True)):
         input_ids[i, : len(r)] = torch.tensor(r)
         labels[i, : len(lab)] = torch.tensor(lab)
