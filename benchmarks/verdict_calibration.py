@@ -13,9 +13,9 @@ checkpoints to 65,536 rollouts, and the n = 4 `long` runs to 131,072; evaluation
 seed SD 0.03 Easy / 0.015 Hard). `--design auto` (the default) takes the planned design for
 those three studies, the committed one for the others. The reward-rho claims (ρ* per class of
 reward systems) draw their own design whatever `--design` says: the pre-registered (k, μ) grid
-of `isolab.verdicts.rho_optimum` (6 systems × 6 (k, μ) × 4 seeds), which the committed μ-only
+of `isolab.study.reward_rho.worlds` (6 systems × 6 (k, μ) × 4 seeds), which the committed μ-only
 runs do not have. healthy.lr_sqrt draws the pre-registered (B, lr) grid of
-studies/healthy-recipe/cpu/lr-grid.yaml (`isolab.verdicts.lr_exponent`: the committed lr-scaling
+studies/healthy-recipe/cpu/lr-grid.yaml (`isolab.study.healthy_recipe.lr_exponent`: the committed lr-scaling
 runs are on the old testbed and refused by the claim's gate, which the worlds do not pass
 through), its null the exponent at either margin of the equivalence (0.25, 0.75).
 
@@ -46,19 +46,17 @@ sys.path.insert(0, str(REPO))
 
 from isolab import study  # noqa: E402
 from isolab.metrics import clopper_pearson_upper  # noqa: E402
-from isolab.verdicts.calibration import (  # noqa: E402
+from isolab.study.calibration import (  # noqa: E402
     PLANNED_SWEEPS,
     PLANTS,
     STRUCTURED_NULLS,
-    Setting,
     calibrate,
-    calibrate_shift,
-    gate_passes,
     nulls_for,
     planned_setting,
-    setting_of,
 )
-from isolab.verdicts.claims import CLAIMS  # noqa: E402
+from isolab.study.claims import CLAIMS  # noqa: E402
+from isolab.study.nstar.worlds import calibrate_shift, gate_passes  # noqa: E402
+from isolab.verdicts.calibration import Setting, setting_of  # noqa: E402
 
 
 def design(study_name: str, scale: str = "cpu") -> dict[str, pl.DataFrame]:

@@ -30,7 +30,7 @@
 #
 # **The test.** n's effect on best@4 or worst@4 is not read as a sign: any change of avg@4
 # moves both, so their sign only repeats n's effect on avg@4 (the first testbed's test did
-# that). The mechanism is a ratio (`isolab.verdicts.mechanism`): how much more best@4 (Hard) or
+# that). The mechanism is a ratio (`isolab.study.bestk_worstk.mechanism`): how much more best@4 (Hard) or
 # worst@4 (Easy) moves per unit of avg@4 when n moves it than when more compute moves it by
 # the same amount. On the 24 seed-0 runs of the new grid (README, one seed, untested), Hard's
 # best@4 peaks at n = 16 while its worst@4 falls from 0.04 to 0.001 as n grows: coverage.

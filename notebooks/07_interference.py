@@ -37,7 +37,7 @@
 # and is subtracted (the *excess*). Intervals are C → 2C, the same for every run.
 #
 # **The test.** The slope of each run's excess share on log2 n, adjusted for the run's mean
-# gain and level (`isolab.verdicts.interference`): at equal compute an arm that learns more, or
+# gain and level (`isolab.study.interference.forgetting`): at equal compute an arm that learns more, or
 # sits at another level, calls falls at another rate without any interference. Calibrated on
 # worlds where every problem learns on its own (flat; each arm's own levels; an n-free
 # wobble; falls that track progress: 2–6% false calls) and with planted falls that thin with n.

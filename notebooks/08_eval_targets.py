@@ -41,7 +41,7 @@
 # **The test.** Each target's n* is the vertex of a quadratic in log2 n (+ a level per seed)
 # of the runs' last evaluations; the two fits share the runs, so their errors are correlated
 # as the residuals are, and the difference of the vertices is tested with that joint
-# covariance (`isolab.verdicts.targets`). It is tested only where both curvatures are resolved
+# covariance (`isolab.study.targets.optimum`). It is tested only where both curvatures are resolved
 # and both optima lie inside the grid. Each pair (validation against the shifted set, and
 # against the judge) is one claim. Calibrated on worlds with one optimum for both targets (also
 # with the second target half as curved) and with optima 1.5 doublings apart.

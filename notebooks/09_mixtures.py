@@ -45,7 +45,7 @@
 # - *Coverage on never.* The slope of each run's last best@16 on log2 n, with a level per
 #   seed (HC3 errors). avg@16's slope is read beside it.
 #
-# Both are calibrated on worlds drawn on these runs' design and noise (`isolab.verdicts.mixtures`).
+# Both are calibrated on worlds drawn on these runs' design and noise (`isolab.study.mixtures.worlds`).
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | gpu

@@ -11,6 +11,12 @@ layer, if that makes no cycle, and any layer below):
     cli → study → verdicts → sweep, frontier, plots, synthetic → rl, planning → models, compute,
         tracking, difficulty → config, trl_args, typed_fields, table, vocab, stop, tasks, paths,
         logs, metrics, userinput, hub, deadline
+
+Two more rules keep the studies apart: no module under `isolab/verdicts/` imports `isolab.study`
+(the statistics know no study), and no study folder (`isolab/study/<study>/`, one with a
+`claims.py`) imports another study's folder; the shared study infrastructure (registry,
+pipeline, pages, summaries, the hubs `isolab.study.claims` and `isolab.study.calibration`) may
+be imported by any of them.
 """
 
 from __future__ import annotations
@@ -109,6 +115,19 @@ def layer_of(module: str) -> int:
     raise KeyError(f"{module}: not in any layer of scripts/check_layers.py; add it")
 
 
+def study_folders(package: Path = PACKAGE) -> set[str]:
+    """The curated studies' folders: the packages under isolab/study/ that state claims
+    (a `claims.py`); the rest of isolab/study/ (registry, pipeline, pages, the hubs) is their
+    shared infrastructure."""
+    return {p.parent.name for p in (package / "study").glob("*/claims.py")}
+
+
+def folder_of(module: str, folders: set[str]) -> str | None:
+    """The study folder `module` lies in (`isolab.study.<folder>[.…]`), or None."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "study" and parts[2] in folders else None
+
+
 def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan)."""
     index: dict[str, int] = {}
@@ -152,11 +171,23 @@ def check(package: Path = PACKAGE) -> list[str]:
     files = {module_name(p, package): p for p in package.rglob("*.py")}
     known = set(files)
     graph = {name: imports_of(path, name, known) for name, path in files.items()}
+    folders = study_folders(package)
     problems = []
     for name, deps in sorted(graph.items()):
         for dep in sorted(deps):
+            mine, theirs = folder_of(name, folders), folder_of(dep, folders)
             if dep.startswith("isolab.cli") and not name.startswith("isolab.cli"):
                 problems.append(f"{name} imports the command line {dep}: move the helper lower")
+            elif name.startswith("isolab.verdicts") and dep.startswith("isolab.study"):
+                problems.append(
+                    f"{name} imports the study module {dep}: verdicts/ holds the reusable "
+                    "statistics; move what names a study into its folder isolab/study/<study>/"
+                )
+            elif mine and theirs and mine != theirs:
+                problems.append(
+                    f"{name} (study {mine}) imports {dep} of another study's folder ({theirs}): "
+                    "move the shared helper to isolab/study/ (summaries, report) or isolab/verdicts/"
+                )
             elif layer_of(dep) < layer_of(name):
                 problems.append(
                     f"{name} (layer {layer_of(name)}) imports {dep} (layer {layer_of(dep)})"

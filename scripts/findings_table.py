@@ -11,7 +11,7 @@ issue 46 — a call is bold only where it survives; one significant on its own t
 arm where it has one (nstar's `lr-half`, lr_base/2, one seed, per claim: "—" where the arm
 cannot test the claim on its own), and each n-claim's readings at equal Σlr (equal optimizer
 progress) and at equal avg@4 (issue 45; `isolab.verdicts.matched`, written into the claim's
-note by `isolab.verdicts.claims.evaluate`). Below the table: the Holm family's size and each
+note by `isolab.study.claims.evaluate`). Below the table: the Holm family's size and each
 caveat in full.
 """
 
@@ -23,7 +23,7 @@ import math
 import re
 
 from isolab import study
-from isolab.study.analyses.report import registration_label
+from isolab.study.report import registration_label
 from isolab.tracking.runs import load_runs
 from isolab.tracking.snapshot import is_snapshot
 from isolab.verdicts import Verdict

@@ -21,9 +21,10 @@ import polars as pl
 import pytest
 
 from isolab import study
+from isolab.study import claims
 from isolab.study.pipeline import family_verdicts, registered_verdicts, restate_family
 from isolab.tracking.runs import load_runs
-from isolab.verdicts import Verdict, claims
+from isolab.verdicts import Verdict
 from isolab.verdicts.family import familywise
 from isolab.verdicts.preregistration import (
     DATE_FORMAT,

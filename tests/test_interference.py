@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from isolab.verdicts.interference import (
+from isolab.study.interference.forgetting import (
     common_start,
     conditional_size,
     excess_gain_variance,
@@ -146,7 +146,7 @@ def test_the_interference_claim_is_calibrated_on_nstars_design():
     flat null and the three structured nulls — each arm on its own measured levels with nothing
     falling, an n-free wobble, falls that track progress — are rarely called; transient falls
     that thin with n are found on Easy."""
-    from isolab.verdicts.calibration import calibrate, nulls_for
+    from isolab.study.calibration import calibrate, nulls_for
 
     claim = "interference.less_forgetting_easy"
     null = calibrate(claim, {}, 16, planted=False, seed=21)

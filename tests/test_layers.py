@@ -47,7 +47,7 @@ def test_an_import_up_the_layers_is_caught(copy):
 
 
 def test_a_cycle_inside_one_layer_is_caught(copy):
-    _append(copy / "config.py", "def f():\n    import isolab.paths\n")
+    _append(copy / "config" / "run.py", "def f():\n    import isolab.paths\n")
     _append(copy / "paths.py", "def g():\n    from isolab import config\n")
     assert any(p.startswith("import cycle") and "isolab.paths" in p for p in _checker().check(copy))
 
@@ -69,5 +69,31 @@ def test_the_stop_flag_and_the_vocabulary_sit_in_the_bottom_layer():
     bottom = len(checker.LAYERS) - 1
     for module in ("isolab.stop", "isolab.vocab", "isolab.table", "isolab.config"):
         assert checker.layer_of(module) == bottom, module
-    assert checker.layer_of("isolab.verdicts.claims") < checker.layer_of("isolab.frontier.fit")
-    assert checker.layer_of("isolab.verdicts.claims") < checker.layer_of("isolab.synthetic")
+    assert checker.layer_of("isolab.verdicts.claim") < checker.layer_of("isolab.frontier.fit")
+    assert checker.layer_of("isolab.verdicts.claim") < checker.layer_of("isolab.synthetic")
+
+
+def test_a_statistics_module_that_imports_a_study_is_caught(copy):
+    """verdicts/ holds the reusable statistics: even a lazy import of a study module (here the
+    hub that gathers the claims) from it is a violation, named as such."""
+    _append(copy / "verdicts" / "ols.py", "def f():\n    from isolab.study import claims\n")
+    found = [p for p in _checker().check(copy) if p.startswith("isolab.verdicts.ols")]
+    assert found and "imports the study module isolab.study.claims" in found[0]
+
+
+def test_a_study_folder_that_imports_another_study_is_caught(copy):
+    """n-vs-bp re-analyses nstar's runs, but its folder must not reach into nstar's: shared
+    helpers belong in the study infrastructure."""
+    _append(copy / "study" / "n_vs_bp" / "claims.py", "from isolab.study.nstar import claims\n")
+    found = _checker().check(copy)
+    assert any(
+        p.startswith("isolab.study.n_vs_bp.claims (study n_vs_bp) imports isolab.study.nstar")
+        for p in found
+    ), found
+
+
+def test_study_folders_may_import_the_shared_study_infrastructure(copy):
+    """The registry and the hubs are not a study's folder: importing them is allowed."""
+    _append(copy / "study" / "n_vs_bp" / "claims.py", "from isolab.study import registry\n")
+    assert _checker().check(copy) == []
+    assert _checker().study_folders(copy) >= {"nstar", "n_vs_bp", "interference", "mixtures"}

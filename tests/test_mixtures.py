@@ -8,12 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from isolab.verdicts.mixtures import (
-    between,
-    coverage_expansion,
-    coverage_keeps,
-    coverage_world,
-)
+from isolab.study.mixtures.optimum import between, coverage_expansion, coverage_keeps
+from isolab.study.mixtures.worlds import coverage_world
 from isolab.vocab import EVAL_AVG, ROLLOUTS
 
 NS = (2, 4, 8, 16, 32, 64, 128)
@@ -117,8 +113,9 @@ def test_the_claims_are_calibrated_on_the_committed_design(claim):
     """Each claim's own test on worlds drawn on `runs/nstar/cpu/{main,mix,never}` (their runs,
     seeds and measured noise): its nulls (for the mix, its optimum at either end of the range,
     and one optimum for all three) are rarely called; the planted effect is found."""
-    from isolab.verdicts.calibration import PLANTS, calibrate, nulls_for
-    from isolab.verdicts.claims import CLAIMS, verdict
+    from isolab.study.calibration import PLANTS, calibrate, nulls_for
+    from isolab.study.claims import CLAIMS
+    from isolab.verdicts.claim import verdict
 
     for null in (None, *nulls_for(claim)):
         calls = calibrate(claim, {}, 50, planted=False, seed=11, null=null)

@@ -7,17 +7,21 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from isolab.verdicts import CLAIMS, lr_exponent
-from isolab.verdicts.calibration import planned_setting, sharpening, world
-from isolab.verdicts.claims import verdict
-from isolab.verdicts.mechanism import LEVEL_BIAS, matched_mechanism
+from isolab.study.bestk_worstk.mechanism import LEVEL_BIAS, matched_mechanism
+from isolab.study.bestk_worstk.worlds import sharpening
+from isolab.study.calibration import planned_setting
+from isolab.study.claims import CLAIMS
+from isolab.study.healthy_recipe import lr_exponent
+from isolab.study.healthy_recipe import worlds as hw
+from isolab.verdicts.calibration import world
+from isolab.verdicts.claim import verdict
 from isolab.vocab import EVAL_WORST
 
 
 @pytest.mark.parametrize(("exponent", "call"), [(0.5, "agrees"), (0.0, "disagrees"),
                                                 (1.0, "disagrees")])  # fmt: skip
 def test_the_best_lr_exponent_is_recovered_and_read_against_the_three_rules(exponent, call):
-    data = lr_exponent.study_world(exponent, seed=3)
+    data = hw.study_world(exponent, seed=3)
     r = lr_exponent.best_lr_exponent(data["lr-grid"])
     assert r.interval[0] < exponent < r.interval[1], r.note
     rule = {0.0: "p_constant", 0.5: "p_sqrt", 1.0: "p_linear"}[exponent]
@@ -30,7 +34,7 @@ def test_the_best_lr_exponent_is_recovered_and_read_against_the_three_rules(expo
 def test_an_lr_grid_without_an_optimum_inside_is_untested():
     """Two lrs per batch cannot place a vertex; a grid whose lrs all lie below the optimum
     locates none (the response only rises)."""
-    data = lr_exponent.study_world(0.5, seed=4)["lr-grid"]
+    data = hw.study_world(0.5, seed=4)["lr-grid"]
     few = lr_exponent.best_lr_exponent(data.filter(pl.col("lr") < pl.col("lr").median().over("B")))
     assert not few.ran and ("≥ 3 learning rates" in few.note or "located at" in few.note)
     low = data.filter(pl.col("lr") <= pl.col("lr").min().over("B") * 4.01)

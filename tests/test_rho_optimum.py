@@ -1,6 +1,6 @@
 """The ρ* test of "rule-based rewards favour a larger update fraction than reward-model ones":
 planted vertices are recovered, the gates refuse what is not an interior optimum, the structured
-nulls are rarely called, and the paper's gap is found (isolab.verdicts.rho_optimum)."""
+nulls are rarely called, and the paper's gap is found (isolab.study.reward_rho.optimum, .worlds)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from isolab.verdicts import rho_optimum as ro
+from isolab.study.reward_rho import optimum as ro
+from isolab.study.reward_rho import worlds as rw
 from isolab.vocab import EVAL_AVG, FLOPS_LEARNING, FLOPS_REWARD, FLOPS_SEARCH, RHO, RULE_BASED
 
 REPO = Path(__file__).resolve().parents[1]
@@ -20,12 +21,12 @@ PAPER_GAP = ro.logit(0.72) - ro.logit(0.44)  # ≈ 1.19
 
 @pytest.fixture(scope="module")
 def design() -> pl.DataFrame:
-    return ro.simulate_rho_design()
+    return rw.simulate_rho_design()
 
 
 def _world(design: pl.DataFrame, seed: int = 0, **kw) -> pl.DataFrame:
     kw = {"vertex_rule": ro.logit(0.72), "vertex_model": ro.logit(0.44), **kw}
-    return ro.rho_world(design, np.random.default_rng(seed), **kw)
+    return rw.rho_world(design, np.random.default_rng(seed), **kw)
 
 
 def test_hc3_is_statsmodels_hc3():
@@ -74,7 +75,7 @@ def test_the_paper_gap_is_found_and_its_intervals_cover_the_planted_values():
     """200 worlds at the paper's Δ = 1.19 (curvature 0.03 avg@4 per logit², seed SD 0.03, eval
     SD 0.008, 3 systems per class, 4 seeds): power ≈ 1 (0.96 at curvature 0.012, the
     benchmark); Δ's 96% interval and each class's vertex interval cover ≈ 95%."""
-    c = ro.calibrate_rho(200, world="paper", seed=3)
+    c = rw.calibrate_rho(200, world="paper", seed=3)
     assert c.power >= 0.9 and c.calls["disagrees"] == 0, dict(c.calls)
     assert c.coverage() >= 0.9
     assert c.coverage("rule-based") >= 0.9 and c.coverage("model-based") >= 0.9
@@ -86,7 +87,7 @@ def test_a_shared_knob_response_is_accounting_not_preference():
     learning / search test's rate in that world (its own null) and the ρ* test's in the ρ-null
     are the claims' null rows in tests/test_verdicts.py (60 worlds) and in
     benchmarks/verdict_calibration.py (2,000)."""
-    assert ro.calibrate_rho(30, world="knob-null", seed=2).power == 1.0
+    assert rw.calibrate_rho(30, world="knob-null", seed=2).power == 1.0
 
 
 def test_a_response_to_mu_alone_is_not_a_preference(design):
@@ -137,7 +138,7 @@ def test_a_convex_or_flat_response_is_refused(design, curvature):
 
 def test_too_few_values_of_rho_are_refused():
     """The earlier design (μ only, k = 1) gives each class 3 values of ρ; with two μ, 2."""
-    design = ro.simulate_rho_design(grid=((1, 1), (1, 2)))
+    design = rw.simulate_rho_design(grid=((1, 1), (1, 2)))
     r = ro.rho_optimum_difference(_world(design))
     assert not r.ran and "distinct" in r.note
 
@@ -160,11 +161,11 @@ def test_every_system_best_at_the_low_edge_is_never_called():
     """The regime of the committed μ-only runs (every system peaks at its lowest ρ): the earlier
     test of slopes in raw ρ called a rule-vs-model difference there; both vertex tests refuse it,
     through the claim's own calibration path."""
-    from isolab.verdicts.calibration import calibrate
+    from isolab.study.calibration import calibrate
 
     for claim in ("rho.rule_above_model", "rho.learning_to_search"):
         calls = calibrate(claim, {}, 20, planted=False, seed=11, null="rho-low-edge")
         assert calls == {"inconclusive": 20}, (claim, dict(calls))
-    world = ro.study_world("low-edge", 0)["full"]
+    world = rw.study_world("low-edge", 0)["full"]
     r = ro.rho_optimum_difference(world)
     assert not r.ran and "edge" in r.note

@@ -14,9 +14,8 @@ import polars as pl
 import pytest
 
 from isolab import study
-from isolab.study import summaries
+from isolab.study import claims, summaries
 from isolab.sweep import SweepSpec, plan_sweep
-from isolab.verdicts import claims
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -232,9 +231,9 @@ def _tradeoff_runs(gap: float, noise: float = 0.02) -> pl.DataFrame:
 
 
 def _nvsbp_call(df: pl.DataFrame) -> str:
-    from isolab.study import analyses
+    from isolab.study.n_vs_bp.analysis import n_vs_bp
 
-    report = analyses.n_vs_bp({"main": df})
+    report = n_vs_bp({"main": df})
     return next(v.call for v in report.verdicts if v.claim == "nvsbp.more_n_with_steps")
 
 
@@ -249,7 +248,7 @@ def test_n_vs_bp_is_called_only_when_the_data_resolve_it():
 
 def test_n_star_direction_is_read_from_the_test():
     from isolab.verdicts import Verdict
-    from isolab.verdicts.claims import direction
+    from isolab.verdicts.claim import direction
 
     def v(call: str, interval: tuple[float, float]) -> Verdict:
         return Verdict("nstar.grows", "", "easy", call, "", 0.0, 0.5, interval, 0.001, "", "> 0", 8)
@@ -268,7 +267,7 @@ def _curve(key: str, n: int, values: list[float], limit: int | None) -> pl.DataF
 
 
 def test_a_plateau_starts_where_the_curve_stops_gaining():
-    from isolab.study.analyses.nstar import plateaus
+    from isolab.study.nstar.analysis import plateaus
 
     flat = _curve("a", 2, [0.2, 0.3, 0.4, 0.5, 0.55, 0.552, 0.548, 0.551], 64)  # flat from 2,048
     rising = _curve("b", 8, [0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55], 64)
@@ -279,7 +278,7 @@ def test_a_plateau_starts_where_the_curve_stops_gaining():
 
 
 def test_runs_on_a_cut_pool_stay_out_of_the_frontier_and_the_tests():
-    from isolab.study.analyses.nstar import combined, cut_pool
+    from isolab.study.summaries import combined, cut_pool
     from isolab.table import one_pool
 
     main = _curve("m", 4, [0.2, 0.3, 0.4], None)
@@ -295,7 +294,7 @@ def test_runs_on_a_cut_pool_stay_out_of_the_frontier_and_the_tests():
 
 
 def test_findings_are_strict_json_even_when_a_fit_fails(tmp_path, monkeypatch):
-    from isolab.study.analyses import Report
+    from isolab.study.report import Report
 
     monkeypatch.setenv("ISOLAB_RESULTS_DIR", str(tmp_path))
     report = Report("nstar", "smoke", findings={"easy": {"n_saturation": math.nan, "ci": [1.0]}})

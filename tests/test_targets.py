@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from isolab.verdicts.targets import SHIFTED, optimum_difference
+from isolab.study.targets.optimum import SHIFTED, optimum_difference
 from isolab.vocab import EVAL_AVG
 
 NS = (2, 4, 8, 16, 32)
@@ -55,14 +55,15 @@ def test_the_claim_is_calibrated_on_the_targets_design():
     measured noise): with one optimum for both targets it is rarely called, as measured and
     where both curves are curved enough to locate (−0.006 per doubling²); optima 1.5 doublings
     apart are found there. At the measured curvatures nothing is located, and nothing called."""
-    from isolab.verdicts.calibration import calibrate
+    from isolab.study.calibration import calibrate
 
     claim = "targets.different_nstar"
     for null in (None, "same-optimum-flatter", "same-optimum-curved"):
         calls = calibrate(claim, {}, 60, planted=False, seed=5, null=null)
         assert calls["agrees"] + calls["disagrees"] <= 5, (null, dict(calls))
-    from isolab.verdicts import targets as tg
-    from isolab.verdicts.claims import CLAIMS, verdict
+    from isolab.study.claims import CLAIMS
+    from isolab.study.targets import worlds as tg
+    from isolab.verdicts.claim import verdict
 
     c = CLAIMS[claim]
     found = sum(verdict(c, c.run(tg.world("apart-curved", s))).call == "agrees" for s in range(30))
@@ -73,9 +74,10 @@ def test_the_judge_claim_is_calibrated_on_the_judged_runs():
     """The same test with the judge (the tiny PRM's mean score, `eval/judge`) as the second
     target, on worlds drawn on `runs/nstar/cpu/judge`: one optimum for both is rarely called,
     optima 1.5 doublings apart are found where the curves are curved enough to locate them."""
-    from isolab.verdicts import targets as tg
-    from isolab.verdicts.calibration import calibrate
-    from isolab.verdicts.claims import CLAIMS, verdict
+    from isolab.study.calibration import calibrate
+    from isolab.study.claims import CLAIMS
+    from isolab.study.targets import worlds as tg
+    from isolab.verdicts.claim import verdict
     from isolab.vocab import EVAL_JUDGE
 
     claim = "targets.judge_nstar"

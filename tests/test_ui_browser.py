@@ -57,8 +57,8 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 from isolab import tracking  # noqa: E402
 from isolab.config import RunConfig  # noqa: E402
 from isolab.rl.train import train  # noqa: E402
-from isolab.study.analyses import Report  # noqa: E402
 from isolab.study.pipeline import log_analysis, save_report  # noqa: E402
+from isolab.study.report import Report  # noqa: E402
 from isolab.tracking import KIND_TAG  # noqa: E402
 from isolab.tracking.importing import import_runs  # noqa: E402
 from isolab.tracking.runs import load_history, load_runs  # noqa: E402

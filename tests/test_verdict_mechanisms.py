@@ -9,28 +9,17 @@ import math
 import numpy as np
 import pytest
 
-from isolab.verdicts import CLAIMS, Verdict
+from isolab.study.bestk_worstk.mechanism import mechanism_ratio
+from isolab.study.calibration import STRUCTURED_NULLS, calibrate, nulls_for, planned_setting
+from isolab.study.claims import CLAIMS
+from isolab.study.n_vs_bp.fixed_batch import BP_MARGIN, advantage_trend, bp_equivalence
+from isolab.study.n_vs_bp.sign_changes import advantage_band, sign_changes
+from isolab.study.n_vs_bp.worlds import fixed_b_advantage, rise_and_fall
+from isolab.verdicts import Verdict
 from isolab.verdicts import effects as fx
-from isolab.verdicts.calibration import (
-    STRUCTURED_NULLS,
-    StructuredNull,
-    calibrate,
-    fixed_b_advantage,
-    nulls_for,
-    planned_setting,
-    rise_and_fall,
-    world,
-)
-from isolab.verdicts.claims import verdict
+from isolab.verdicts.calibration import StructuredNull, world
+from isolab.verdicts.claim import verdict
 from isolab.verdicts.family import holm_table
-from isolab.verdicts.fixed_batch import (
-    BP_MARGIN,
-    advantage_band,
-    advantage_trend,
-    bp_equivalence,
-    sign_changes,
-)
-from isolab.verdicts.mechanism import mechanism_ratio
 from isolab.vocab import EVAL_AVG, EVAL_BEST, EVAL_WORST
 
 
@@ -128,7 +117,7 @@ def test_structured_nulls_map_claims_and_accept_worlds_of_their_own():
     ]  # fmt: skip
     assert nulls_for("rho.rule_above_model") == ["rho-low-edge"]
     assert all(set(n.claims) <= set(CLAIMS) for n in STRUCTURED_NULLS.values())
-    # a null that brings its own design (as isolab.verdicts.rho_optimum's do)
+    # a null that brings its own design (as isolab.study.reward_rho.worlds' do)
     own = planned_setting("n-vs-bp")
     STRUCTURED_NULLS["test-own-world"] = StructuredNull(
         "B_p at the margin, drawn by its own function",

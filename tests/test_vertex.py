@@ -9,11 +9,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from isolab.verdicts import CLAIMS
+from isolab.study.calibration import NSTAR_LONG, NSTAR_MAIN, planned_setting
+from isolab.study.claims import CLAIMS
+from isolab.study.nstar.claims import nstar_gate
 from isolab.verdicts import effects as fx
-from isolab.verdicts.calibration import planned_setting, world
-from isolab.verdicts.claims import nstar_gate, verdict
-from isolab.verdicts.planned import NSTAR_LONG, NSTAR_MAIN, design_frame
+from isolab.verdicts.calibration import world
+from isolab.verdicts.claim import verdict
+from isolab.verdicts.planned import design_frame
 from isolab.verdicts.saturation import plateau_gate
 from isolab.verdicts.vertex import vertex_shift
 from isolab.vocab import EVAL_AVG, ROLLOUTS

@@ -20,7 +20,7 @@ from isolab.frontier import (
 )
 from isolab.plots.style import CMAP, empty_panel, label, n_colorbar, n_norm
 from isolab.table import to_polars
-from isolab.vocab import DEFAULT_X, DEFAULT_Y
+from isolab.vocab import DEFAULT_X, DEFAULT_Y, EVAL_PREFIX, STEP
 
 
 def plot_frontier(
@@ -161,7 +161,7 @@ def plot_n_star(
     ax.set_xscale("log")
     ax.set_yscale("log", base=2)
     ax.set_xlabel(label(result.x))
-    ax.set_ylabel(f"n* (rollouts per problem), by {result.metric.removeprefix('eval/')}")
+    ax.set_ylabel(f"n* (rollouts per problem), by {result.metric.removeprefix(EVAL_PREFIX)}")
     ax.legend(loc="upper left", fontsize="small")
     if result.status != "ok":
         wrapped_title(ax, f"{result.status}: {result.reason}")
@@ -187,7 +187,7 @@ def plot_metric_effect(result: MetricEffect, ax: Axes) -> Axes:
             t["fit"].to_numpy(),
             color=color,
             lw=2,
-            label=f"{metric.removeprefix('eval/')} ({says})",
+            label=f"{metric.removeprefix(EVAL_PREFIX)} ({says})",
         )
         ax.plot(C, t["n_star"].to_numpy(), "o", ms=2, color=color, alpha=0.5)
         lo, hi = t["fit_lo"].to_numpy(), t["fit_hi"].to_numpy()
@@ -208,11 +208,11 @@ def plot_tradeoff(result: TradeoffResult, ax: Axes) -> Axes:
     if result.curves.height == 0:
         return empty_panel(ax, f"B = {result.B}: {result.reason}")
     norm = n_norm(result.curves["n"].unique().to_list())
-    for (b_p, n), c in result.curves.filter(pl.col("step") > 0).group_by(
+    for (b_p, n), c in result.curves.filter(pl.col(STEP) > 0).group_by(
         ["B_p", "n"], maintain_order=True
     ):
         ax.plot(
-            c["step"].to_numpy(),
+            c[STEP].to_numpy(),
             c[result.metric].to_numpy(),
             color=plt.get_cmap(CMAP)(norm(n)),
             lw=1.5,
@@ -228,7 +228,7 @@ def plot_tradeoff(result: TradeoffResult, ax: Axes) -> Axes:
             fontsize="small",
         )
     ax.set_xscale("log")
-    ax.set_xlabel(label("step"))
+    ax.set_xlabel(label(STEP))
     ax.set_ylabel(label(result.metric))
     ax.set_title(f"fixed batch B = B_p·n = {result.B}")
     ax.legend(fontsize="x-small")

@@ -12,7 +12,17 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.cm import ScalarMappable
 
-from isolab.vocab import FLOPS_HW_TOTAL, FLOPS_TOTAL, LR_SUM, RHO, ROLLOUTS, TOKENS
+from isolab.vocab import (
+    EVAL_PREFIX,
+    EVAL_SET_PREFIX,
+    FLOPS_HW_TOTAL,
+    FLOPS_TOTAL,
+    LR_SUM,
+    RHO,
+    ROLLOUTS,
+    STEP,
+    TOKENS,
+)
 
 CMAP = "viridis"
 AXIS_LABELS = {
@@ -20,7 +30,7 @@ AXIS_LABELS = {
     TOKENS: "compute (generated tokens)",
     FLOPS_TOTAL: "compute (FLOPs, total)",
     FLOPS_HW_TOTAL: "compute (hardware FLOPs, total)",
-    "step": "M (optimizer steps)",
+    STEP: "M (optimizer steps)",
     RHO: "ρ = C_learning / C_total",
     LR_SUM: "Σlr (learning rate summed over the optimizer steps)",
 }
@@ -31,10 +41,12 @@ def label(column: str) -> str:
     if column in AXIS_LABELS:
         return AXIS_LABELS[column]
     unit = "mean judge score, 0–1" if column.endswith("/judge") else "fraction correct"
-    if column.startswith("eval/"):
-        return f"{column.removeprefix('eval/')} ({unit})"
-    if column.startswith("eval-") and "/" in column:  # an evaluation set's: eval-shifted/avg@4
-        name, metric = column.removeprefix("eval-").split("/", 1)
+    if column.startswith(EVAL_PREFIX):
+        return f"{column.removeprefix(EVAL_PREFIX)} ({unit})"
+    if (
+        column.startswith(EVAL_SET_PREFIX) and "/" in column
+    ):  # an evaluation set's: eval-shifted/avg@4
+        name, metric = column.removeprefix(EVAL_SET_PREFIX).split("/", 1)
         return f"{metric} on {name} ({unit})"
     return column
 

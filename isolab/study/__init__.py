@@ -2,7 +2,9 @@
 
 A *study* is one notebook's question (`STUDIES`): one or more sweeps, each a plain sweep spec
 ``studies/<study>/<scale>/<sweep>.yaml`` whose MLflow experiment is ``<study>/<scale>/<sweep>``,
-and an analysis in `isolab.study.analyses`. Scales:
+and a folder `isolab/study/<study>/` with its analysis, its claims and their calibration worlds
+(`Study.package`; `isolab.study.claims` and `isolab.study.calibration` gather the claims and
+worlds of every folder). Scales:
 
 - ``smoke``: seconds per run, what CI executes;
 - ``cpu``: a laptop, minutes per sweep; its snapshots are committed under ``runs/``;
@@ -20,7 +22,6 @@ Example::
     print(report.summary_text())
 """
 
-from isolab.study.analyses import Report
 from isolab.study.pipeline import analyse, collect, run, save
 from isolab.study.registry import (
     SCALES,
@@ -37,6 +38,7 @@ from isolab.study.registry import (
     snapshot_dir,
     spec_path,
 )
+from isolab.study.report import Report
 
 __all__ = [
     "SCALES",

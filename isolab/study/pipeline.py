@@ -21,8 +21,6 @@ from typing import Any
 import polars as pl
 
 from isolab.paths import shown
-from isolab.study.analyses import Report
-from isolab.study.analyses.report import restate_markdown
 from isolab.study.registry import (
     STUDIES,
     Study,
@@ -34,13 +32,15 @@ from isolab.study.registry import (
     registrations,
     snapshot_dir,
     spec_path,
+    study_module,
 )
+from isolab.study.report import Report, restate_markdown
 from isolab.sweep import SweepPlan, plan_sweep, split_sizes
 from isolab.tracking.snapshot import digest_mismatches
 from isolab.verdicts import Verdict
 from isolab.verdicts.family import familywise
 from isolab.verdicts.preregistration import bind
-from isolab.vocab import FINISHED, SKIPPED
+from isolab.vocab import FINISHED, RUN_KEY, SKIPPED
 
 logger = logging.getLogger(__name__)
 
@@ -98,9 +98,9 @@ def collect(
         _run_sweep(plan, workers, tracking_uri, progress)
         keys = sorted(p.run_key for p in plan.points)
         # only this spec's points: runs of an earlier version of the spec stay out
-        df = load_runs(spec.name, tracking_uri=tracking_uri).filter(pl.col("run_key").is_in(keys))
+        df = load_runs(spec.name, tracking_uri=tracking_uri).filter(pl.col(RUN_KEY).is_in(keys))
         history = load_history(spec.name, tracking_uri=tracking_uri)
-        history = history.filter(pl.col("run_key").is_in(keys))
+        history = history.filter(pl.col(RUN_KEY).is_in(keys))
         export_runs(df, snap, experiment=spec.name, extra_meta={"run_keys": keys}, history=history)
         out[sweep] = df
     for sweep in study.sensitivity:  # never run here: read where a snapshot is committed
@@ -200,20 +200,20 @@ def _run_sweep(plan: SweepPlan, workers: int, tracking_uri: str | None, progress
 
 
 def analyse(study: Study | str, data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
-    """The study's analysis (`isolab.study.analyses.<study.analysis>`) over its runs tables;
+    """The study's analysis (`isolab.study.<package>.analysis.<package>`) over its runs tables;
     a sensitivity sweep's table among them (`Study.sensitivity`) has its claims tested again,
-    on its own (`analyses.add_sensitivity`). The verdicts come back bound: registration and
+    on its own (`isolab.study.sensitivity.add_sensitivity`). The verdicts come back bound: registration and
     caveats (`registered_verdicts`), then the call read in the family of every claim saved at
     `scale` (`family_verdicts`; Holm is the call)."""
-    from isolab.study import analyses
+    from isolab.study.sensitivity import add_sensitivity
 
     study = get(study) if isinstance(study, str) else study
-    fn: Callable[..., Report] = getattr(analyses, study.analysis)
+    fn: Callable[..., Report] = getattr(study_module(study, "analysis"), study.package)
     arms = {k: v for k, v in data.items() if k in study.sensitivity}
     data = {k: v for k, v in data.items() if k not in arms}
     report = fn(data, scale=scale)
     for sweep, df in arms.items():
-        analyses.add_sensitivity(report, study.name, sweep, df, data.get("main"))
+        add_sensitivity(report, study.name, sweep, df, data.get("main"))
     # results tie to their base weights: say so when these runs came from other ones
     notes = sorted({f"Base model — {s}." for df in data.values() for s in digest_mismatches(df)})
     report.summary[:0] = notes

@@ -4,7 +4,9 @@ specs, snapshots and results live."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -30,7 +32,9 @@ class Study:
         sweeps: the sweeps it analyses, by name (`studies/<source>/<scale>/<sweep>.yaml`).
         source: the study whose sweeps are read (its own name unless it re-analyses another's
             runs, as `bestk-worstk` does with `nstar`).
-        analysis: name of the function in `isolab.study.analyses` that turns the runs into a report.
+        package: its folder `isolab/study/<package>/`: `analysis.py` (the function of the same
+            name that turns the runs into a report), `claims.py` (the claims it tests, `CLAIMS`)
+            and `worlds.py` (their calibration worlds: `PLANTS`, `STRUCTURED_NULLS`).
         sensitivity: sweeps of the same grid with one setting changed (nstar's `lr-half`:
             lr_base/2), read from their snapshots where they exist: each is analysed on its
             own, the study's claims tested again on it, and never mixed into the main analysis.
@@ -41,7 +45,7 @@ class Study:
     title: str
     question: str
     sweeps: tuple[str, ...]
-    analysis: str
+    package: str
     source: str = ""
     sensitivity: tuple[str, ...] = ()
 
@@ -58,10 +62,12 @@ STUDIES: dict[str, Study] = {
             "01_healthy_recipe",
             "The healthy GRPO recipe: regularisers per split, LR scaling with the batch",
             "KL + entropy losses on or off on Easy and Hard problems, and whether the learning "
-            "rate should stay constant or grow as sqrt(B) or B. The IsoCompute Playbook keeps "
-            "KL + entropy on Easy sets, drops them on Hard sets, and picks sqrt scaling.",
-            ("regularisers", "lr-scaling"),
-            "healthy_recipe",
+            "rate should stay constant or grow as sqrt(B) or B: the old testbed's contest of "
+            "rules (`lr-scaling`) and the new testbed's (B, lr) grid (`lr-grid`), which "
+            "locates the best lr at each B. The IsoCompute Playbook keeps KL + entropy on Easy "
+            "sets, drops them on Hard sets, and picks sqrt scaling.",
+            sweeps=("regularisers", "lr-scaling", "lr-grid"),
+            package="healthy_recipe",
         ),
         Study(
             "nstar",
@@ -72,8 +78,8 @@ STUDIES: dict[str, Study] = {
             "(`main`), with longer Easy runs at 4× the compute (`long`). The Playbook finds n* "
             "grows with C and saturates higher on Easy (≈512) than on Hard (≈128) for "
             "Qwen2.5-7B.",
-            ("main", "long"),
-            "nstar",
+            sweeps=("main", "long"),
+            package="nstar",
             sensitivity=("lr-half",),
         ),
         Study(
@@ -85,8 +91,8 @@ STUDIES: dict[str, Study] = {
             "n); on Hard the best n is non-monotone in M; and B_p matters little in a moderate "
             "range at fixed n. Re-analyses the five fixed-B pairs of the runs of `nstar` "
             "(B_p = 16 and 64 at B = 128 … 2,048).",
-            ("main",),
-            "n_vs_bp",
+            sweeps=("main",),
+            package="n_vs_bp",
             source="nstar",
             sensitivity=("lr-half",),
         ),
@@ -97,8 +103,8 @@ STUDIES: dict[str, Study] = {
             "n*(C) under coverage (best@4) and sharpening (worst@4). The Playbook finds that on "
             "Easy sets a larger n mainly lifts worst@k, on Hard sets best@k. Re-analyses the "
             "runs of `nstar`.",
-            ("main", "long"),
-            "bestk_worstk",
+            sweeps=("main", "long"),
+            package="bestk_worstk",
             source="nstar",
             sensitivity=("lr-half",),
         ),
@@ -110,8 +116,8 @@ STUDIES: dict[str, Study] = {
             "whether a cheap pilot grid calls the same regime as the full grid. Wilhelm & Kao "
             "find ρ* ≈ 0.72 for rule-based rewards, ≈ 0.44 for PRM-style ones, and a "
             "same-regime rate of 1.0 for RACE.",
-            ("full", "pilot"),
-            "reward_rho",
+            sweeps=("full", "pilot"),
+            package="reward_rho",
         ),
         Study(
             "model-size",
@@ -120,8 +126,8 @@ STUDIES: dict[str, Study] = {
             "tiny-s, tiny-m and tiny-l trained with the same FLOP budget: a bigger model buys "
             "fewer rollouts and fewer updates. Does it still win? Wilhelm & Kao find the best "
             "allocation depends on model size.",
-            ("main",),
-            "model_size",
+            sweeps=("main",),
+            package="model_size",
         ),
         Study(
             "interference",
@@ -133,8 +139,8 @@ STUDIES: dict[str, Study] = {
             "evenly and mitigates this better than more sequential steps. Re-analyses the "
             "per-problem counts of `nstar`'s runs (validation), and `seen`: three of its Easy "
             "arms again with their own training problems evaluated too.",
-            ("main", "seen"),
-            "interference",
+            sweeps=("main", "seen"),
+            package="interference",
             source="nstar",
         ),
         Study(
@@ -147,8 +153,8 @@ STUDIES: dict[str, Study] = {
             "process quality pick different allocations. `targets`: nstar's Hard arms at B_p = "
             "16, n = 2 … 32, with the shifted set evaluated beside validation; `judge`: the same "
             "runs again with a judge of process quality (the tiny PRM) scoring every completion.",
-            ("targets", "judge"),
-            "targets",
+            sweeps=("targets", "judge"),
+            package="targets",
             source="nstar",
         ),
         Study(
@@ -160,12 +166,17 @@ STUDIES: dict[str, Study] = {
             "samples. The IsoCompute Playbook trains on heterogeneous mixtures, and finds that "
             "on hard problems a larger n expands coverage (best@k). `main`: nstar's Easy and Hard "
             "runs; `mix`: the mix on its B_p = 16 row; `never`: n = 2, 8, 32 on `never`.",
-            ("main", "mix", "never"),
-            "mixtures",
+            sweeps=("main", "mix", "never"),
+            package="mixtures",
             source="nstar",
         ),
     )
 }
+
+
+def study_module(study: Study, part: str) -> ModuleType:
+    """The module `part` (`analysis`, `claims`, `worlds`) of the study's folder."""
+    return import_module(f"isolab.study.{study.package}.{part}")
 
 
 def get(name: str) -> Study:
@@ -214,6 +225,16 @@ def registrations(study: Study) -> dict[str, Registration]:
     if not path.exists():
         return {}
     return load_registrations(path, f"studies/{study.name}/preregistered.yaml")
+
+
+def shipped_runs(name: str, sweep: str, scale: str = "cpu") -> pl.DataFrame:
+    """The runs table of the sweep `sweep` that study `name` reads, from the snapshot isolab
+    ships (`isolab.paths.bundle_dir`: the same bytes wherever it is installed): what the
+    calibration worlds of a study are drawn on."""
+    study = get(name)
+    return pl.read_parquet(
+        bundle_dir() / "runs" / study.data_study / scale / sweep / "runs.parquet"
+    )
 
 
 def output_dir(study: Study, scale: str) -> Path:

@@ -1,6 +1,5 @@
 """Configurations compared at the end of training: one arm's mean final metric against another's
-(`compare_arms`), and the best level of a factor against each rival within strata
-(`contrast_best`). Runs tables in (the layout of `isolab.tracking.runs.load_runs`), a
+(`compare_arms`). Runs tables in (the layout of `isolab.tracking.runs.load_runs`), a
 `StatResult` out.
 
 A final metric carries two noises: training (the run's seed) and evaluation (sampling the
@@ -13,14 +12,13 @@ configuration run under two seeds the training noise is unmeasured and the tests
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import polars as pl
 
 from isolab.table import as_float, final_rows, with_cell
 from isolab.verdicts.cells import cell_contrast, pooled_seed_variance
 from isolab.verdicts.noise import eval_variance
-from isolab.verdicts.result import ALPHA, StatResult, holm, min_detectable, t_quantile, t_test
+from isolab.verdicts.result import StatResult
 
 
 def _seed_blocks(rows: pl.DataFrame, within: str | None = None) -> pl.DataFrame:
@@ -97,82 +95,4 @@ def compare_arms(df: pl.DataFrame, metric: str, factor: str, a: object, b: objec
         n_runs=rows.height,
         test=f"{test} ({dof} df)",
         extra=extra | {"seed_sd": math.sqrt(var)},
-    )
-
-
-def contrast_best(
-    df: pl.DataFrame,
-    metric: str,
-    factor: str,
-    best: object,
-    others: Sequence[object],
-    stratum: str,
-) -> StatResult:
-    """Is `best` above every other level of `factor`? One contrast best − other per other level,
-    each the mean over `stratum`'s levels of the difference of cell means (the factor's effect
-    may change with the stratum: a learning-rate rule helps at one batch and hurts at another),
-    Holm-adjusted. Runs sharing a seed within a stratum are compared within it (OLS on cell +
-    stratum|seed) when that keeps enough df; otherwise the noise is the seed variance within
-    cells. The result is the weakest contrast (the one a "best" claim hinges on), or a
-    significantly negative one when there is one."""
-    rows = final_rows(df, metric).filter(pl.col(factor).is_in([best, *others]))
-    levels = set(rows[factor].unique().to_list())
-    if best not in levels or not levels & set(others):
-        return StatResult.refused(f"{factor}: need {best} and at least one of {list(others)}")
-    rows = (
-        _seed_blocks(rows, stratum)
-        .with_columns(s_key=pl.col(stratum).cast(pl.String), f_key=pl.col(factor).cast(pl.String))
-        .with_columns(cell=pl.concat_str(["s_key", "f_key"], separator="|"))
-    )
-    key = dict(zip(rows[factor].to_list(), rows["f_key"].to_list(), strict=True))
-    present = sorted({str(o) for o in others if o in levels})
-    cells, strata = set(rows["cell"].to_list()), sorted(set(rows["s_key"].to_list()))
-    contrasts = []  # (other, estimate, se, p, df, how)
-    for other in others:
-        if other not in levels:
-            continue
-        weights: dict[str, float] = {}
-        for s in strata:
-            hi, lo = f"{s}|{key[best]}", f"{s}|{key[other]}"
-            if hi in cells and lo in cells:
-                weights[hi], weights[lo] = 1.0, -1.0
-        if not weights:  # never at one stratum with best: no contrast (refused below)
-            continue
-        k = len(weights) / 2
-        weights = {c: w / k for c, w in weights.items()}
-        fit, how = (cell_contrast(rows, metric, weights, "block"), f"paired by {stratum}|seed")
-        if fit is None:
-            fit, how = cell_contrast(rows, metric, weights), "seed variance within cells"
-        if fit is None:
-            continue
-        est, se, dof = fit
-        contrasts.append((str(other), est, se, t_test(est, se, dof)[0], dof, how))
-    untested = sorted(set(present) - {c[0] for c in contrasts})
-    if untested:  # a "best" claim must beat every rival the data hold
-        return StatResult.refused(
-            f"{factor} = {best} is never at a {stratum} (with seeds enough to compare) where "
-            f"{', '.join(untested)} ran: no contrast",
-            rows.height,
-        )
-    adjusted = holm([c[3] for c in contrasts])
-    chosen = min(range(len(contrasts)), key=lambda i: contrasts[i][1])  # the weakest
-    negatives = [i for i, c in enumerate(contrasts) if c[1] < 0 and adjusted[i] < ALPHA]
-    if negatives:
-        chosen = negatives[0]
-    other, est, se, _, dof, how = contrasts[chosen]
-    # "best beats every rival" needs every contrast: its p-value is the largest adjusted one
-    p_all = max(adjusted) if all(c[1] > 0 for c in contrasts) else adjusted[chosen]
-    q = t_quantile(dof)
-    return StatResult(
-        estimate=est,
-        se=se,
-        df=dof,
-        p_value=p_all,
-        interval=(est - q * se, est + q * se),
-        mde=min_detectable(se, dof),
-        n_runs=rows.height,
-        test=f"cell means of final {metric} per {stratum} × {factor}, {how} ({dof:.0f} df); "
-        f"contrasts {best} − {', '.join(c[0] for c in contrasts)} averaged over {stratum}, "
-        f"Holm-adjusted; shown: {best} − {other}",
-        extra={f"{best}-{c[0]}": c[1] for c in contrasts},
     )

@@ -8,7 +8,7 @@ reduces each run to one number and compares runs (two stages).
 
 It was the test of "n* grows" and of the fixed-batch trade-off; since issue 27 those are the
 shift of the optimum itself (`isolab.verdicts.vertex`) and the fixed-B pairs
-(`isolab.verdicts.fixed_batch`), and the interaction is the secondary reading of "n* grows"
+(`isolab.study.n_vs_bp.fixed_batch`), and the interaction is the secondary reading of "n* grows"
 (an interaction of a concave curve moves its vertex by the cross-partial over the curvature,
 but a compute shift of saturating curves makes one too: see `isolab.verdicts.calibration`'s
 structured nulls).
@@ -24,7 +24,7 @@ import polars as pl
 from isolab.table import as_float, run_column
 from isolab.verdicts.ols import hc3_ols
 from isolab.verdicts.result import StatResult
-from isolab.vocab import ROLLOUTS
+from isolab.vocab import ROLLOUTS, STEP
 
 
 def _curve_frame(
@@ -33,7 +33,7 @@ def _curve_frame(
     """Rows after step 0 with `y`, centred log2 of `x`, of `compute` and of the covariates,
     a checkpoint id (log2 compute rounded) and the run as cluster."""
     key = run_column(df)
-    rows = df.filter((pl.col("step") > 0) & pl.col(compute).is_finite() & (pl.col(compute) > 0))
+    rows = df.filter((pl.col(STEP) > 0) & pl.col(compute).is_finite() & (pl.col(compute) > 0))
     rows = rows.with_columns(y=y).filter(pl.col("y").is_finite())
     logs = {c: rows[c].cast(pl.Float64).log(2) for c in (x, compute, *covariates)}
     centres = {c: as_float(v.mean()) if len(v) else 0.0 for c, v in logs.items()}

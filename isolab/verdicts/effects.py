@@ -19,7 +19,7 @@ import polars as pl
 from isolab.table import as_float
 from isolab.verdicts.noise import _beta_concentration
 from isolab.verdicts.planned import Mapping
-from isolab.vocab import EVAL_AVG, EVAL_BEST, EVAL_WORST, RHO, ROLLOUTS, RULE_BASED
+from isolab.vocab import EVAL_AVG, EVAL_BEST, EVAL_WORST, RHO, ROLLOUTS, RULE_BASED, RUN_KEY, STEP
 
 Effect = Callable[[str, pl.DataFrame], dict[str, np.ndarray]]
 
@@ -28,8 +28,8 @@ Effect = Callable[[str, pl.DataFrame], dict[str, np.ndarray]]
 def frac(df: pl.DataFrame) -> np.ndarray:
     """sqrt(step / the run's last step): the share of training done, on the scale the worlds'
     training noise grows on; at equal compute, equal for every run of one sweep."""
-    last = df.select(pl.col("step").max().over("run_key")).to_series().to_numpy().astype(float)
-    return np.sqrt(df["step"].to_numpy().astype(float) / np.maximum(last, 1.0))
+    last = df.select(pl.col(STEP).max().over(RUN_KEY)).to_series().to_numpy().astype(float)
+    return np.sqrt(df[STEP].to_numpy().astype(float) / np.maximum(last, 1.0))
 
 
 def centred_log2(df: pl.DataFrame, column: str) -> np.ndarray:
@@ -57,10 +57,10 @@ def mapping_of(means: pl.DataFrame) -> Mapping:
     """The best/worst mapping of one split's null means: the Beta concentrations that match its
     mean avg@4 and worst@4 at its first and its last evaluation (`isolab.verdicts.planned.
     Mapping`)."""
-    first = means.filter(pl.col("step") == 0)
+    first = means.filter(pl.col(STEP) == 0)
     if not first.height:
-        first = means.filter(pl.col("step") == pl.col("step").min())
-    last = means.filter(pl.col("step") == pl.col("step").max().over("run_key"))
+        first = means.filter(pl.col(STEP) == pl.col(STEP).min())
+    last = means.filter(pl.col(STEP) == pl.col(STEP).max().over(RUN_KEY))
     pts = []
     for rows in (first, last):
         avg, worst = as_float(rows[EVAL_AVG].mean()), as_float(rows[EVAL_WORST].mean())
@@ -104,7 +104,7 @@ def base_curve(means: pl.DataFrame) -> Callable[[np.ndarray, np.ndarray], np.nda
             lc=(pl.col(ROLLOUTS).cast(pl.Float64).log(2) * 4).round() / 4
         )
         pts = trained.group_by("lc").agg(pl.col(EVAL_AVG).mean()).sort("lc")
-        step0 = part.filter(pl.col("step") == 0)
+        step0 = part.filter(pl.col(STEP) == 0)
         start = as_float(step0[EVAL_AVG].mean()) if step0.height else float(pts[EVAL_AVG][0])
         xs = np.concatenate([[pts["lc"][0] - 1.0], pts["lc"].to_numpy()])
         ys = np.concatenate([[start], pts[EVAL_AVG].to_numpy()])
@@ -156,7 +156,7 @@ def compute_shift(h: Callable[[np.ndarray], np.ndarray]) -> Effect:
     def add(_: str, means: pl.DataFrame) -> dict[str, np.ndarray]:
         R = base_curve(means)
         lc = np.log2(np.maximum(means[ROLLOUTS].to_numpy().astype(float), 1.0))
-        on = (means["step"] > 0).to_numpy()
+        on = (means[STEP] > 0).to_numpy()
         shifted = R(on, lc + h(log2_of(means, "n")))
         d = np.where(on, shifted - means[EVAL_AVG].to_numpy().astype(float), 0.0)
         return through_mapping(means, d)
@@ -164,16 +164,16 @@ def compute_shift(h: Callable[[np.ndarray], np.ndarray]) -> Effect:
     return add
 
 
-def interaction(split: str, size: float, power_c: int = 1) -> Effect:
-    """avg@4 + `size`·log2 n·(log2 C)^power_c on `split`, after step 0, both centred on the
+def interaction(split: str, size: float) -> Effect:
+    """avg@4 + `size`·log2 n·log2 C on `split`, after step 0, both centred on the
     trained evaluations (log2 C of step 0 is −∞: it must not pull the centre)."""
 
     def add(_: str, df: pl.DataFrame) -> dict[str, np.ndarray]:
         on = is_(df, "split", split)
-        trained = (df["step"] > 0).to_numpy() & (df[ROLLOUTS] > 0).to_numpy()
+        trained = (df[STEP] > 0).to_numpy() & (df[ROLLOUTS] > 0).to_numpy()
         lc = log2_of(df, ROLLOUTS)
         xc = np.where(trained, lc - lc[trained].mean(), 0.0)
-        return {EVAL_AVG: size * on * centred_log2(df, "n") * xc**power_c * trained}
+        return {EVAL_AVG: size * on * centred_log2(df, "n") * xc * trained}
 
     return add
 
@@ -183,7 +183,7 @@ def bp_effect(size: float) -> Effect:
     split: at the margin, the null world of "B_p matters little"."""
 
     def add(_: str, means: pl.DataFrame) -> dict[str, np.ndarray]:
-        trained = (means["step"] > 0).to_numpy()
+        trained = (means[STEP] > 0).to_numpy()
         return through_mapping(means, size * centred_log2(means, "B_p") * trained)
 
     return add
@@ -230,29 +230,12 @@ def _checkpoint_mean(means: pl.DataFrame, v: np.ndarray) -> np.ndarray:
     return frame.select(pl.col("_v").mean().over([*keys, "_lc"])).to_series().to_numpy()
 
 
-def gap(split: str, size: float) -> Effect:
-    """worst@4 − best@4 + `size` per doubling of n on `split` (the old bestk plant)."""
-
-    def add(_: str, df: pl.DataFrame) -> dict[str, np.ndarray]:
-        g = size / 2 * is_(df, "split", split) * centred_log2(df, "n") * frac(df)
-        return {EVAL_WORST: g, EVAL_BEST: -g}
-
-    return add
-
-
-# ---- the healthy recipe, ρ, model size ---------------------------------------------------------
 def arm(split: str, factor: str, value, size: float) -> Effect:
+    """avg@4 + `size` × the share of training done, on the runs of `split` whose `factor` is
+    `value` (e.g. the healthy recipe's KL + entropy arm)."""
+
     def add(_: str, df: pl.DataFrame) -> dict[str, np.ndarray]:
         on = is_(df, "split", split) & is_(df, factor, value)
-        return {EVAL_AVG: size * on * frac(df)}
-
-    return add
-
-
-def lr(size: float) -> Effect:
-    def add(_: str, df: pl.DataFrame) -> dict[str, np.ndarray]:
-        base = df["B_base"][0] if "B_base" in df.columns else 64
-        on = is_(df, "lr_scaling", "sqrt") & (df["B"] != base).to_numpy()
         return {EVAL_AVG: size * on * frac(df)}
 
     return add

@@ -31,7 +31,16 @@ import polars as pl
 from isolab.table import with_lr_sum
 from isolab.verdicts.ols import cluster_ols
 from isolab.verdicts.result import CI_LEVEL, StatResult
-from isolab.vocab import EVAL_AVG, EVAL_BEST, EVAL_WORST, LR_SUM, ROLLOUTS, RUN_KEY, STEP
+from isolab.vocab import (
+    EVAL_AVG,
+    EVAL_BEST,
+    EVAL_PREFIX,
+    EVAL_WORST,
+    LR_SUM,
+    ROLLOUTS,
+    RUN_KEY,
+    STEP,
+)
 
 #: Common avg@4 levels at which `at_equal_level` compares runs.
 N_LEVELS = 6
@@ -48,7 +57,7 @@ SHAPE = "bs(u, df=4)"
 
 
 def _short(metric: str) -> str:
-    return metric.removeprefix("eval/")
+    return metric.removeprefix(EVAL_PREFIX)
 
 
 def _design_terms(rows: pl.DataFrame, factor: str) -> list[str]:

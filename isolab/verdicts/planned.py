@@ -3,8 +3,8 @@ metrics drawn from stated curves, so that the verdicts can be calibrated on the 
 will test them (`isolab.verdicts.calibration`).
 
 - `Grid`: a sweep's planned grid (splits × n × B_p × seeds under a batch cap, an IsoCompute
-  budget, geometric checkpoints); `NSTAR_MAIN` and `NSTAR_LONG` are the CPU testbed's nstar
-  design of issue 27.
+  budget, geometric checkpoints); a study's planned grids live with its calibration
+  (`isolab.study.calibration`).
 - `design_frame`: the runs table's rows of a grid (one per run × evaluation: step 0 and the
   step at which each checkpoint is reached, as `isolab.sweep.plan` places them), metric columns
   empty; `plan_frame` does the same from a real `isolab.sweep.SweepPlan`.
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from isolab.vocab import EVAL_AVG, EVAL_BEST, EVAL_WORST, ROLLOUTS
+from isolab.vocab import EVAL_AVG, EVAL_BEST, EVAL_WORST, ROLLOUTS, RUN_KEY, STEP
 
 
 @dataclass(frozen=True)
@@ -69,15 +69,6 @@ class Grid:
         )
 
 
-#: nstar's `main` sweep of issue 27: split × B_p ∈ {16, 64} × n ∈ {2 … 128}, B ≤ 2,048 (7 values
-#: of n at B_p = 16, 5 at B_p = 64), 65,536 rollouts, 9 checkpoints from 256, seeds 0–2.
-NSTAR_MAIN = Grid(
-    "main", ("easy", "hard"), (2, 4, 8, 16, 32, 64, 128), (16, 64), 65_536, 9, max_batch=2048
-)
-#: nstar's `long` sweep: n = 4, B_p = 16 to 131,072 rollouts on both splits (the saturation gate).
-NSTAR_LONG = Grid("long", ("easy", "hard"), (4,), (16,), 131_072, 10)
-
-
 def _eval_steps(B: int, M: int, at: tuple[int, ...]) -> list[int]:
     """Step 0 and the first step at which each checkpoint is reached (`isolab.sweep.plan`)."""
     return sorted({0, M} | {min(-(-c // B), M) for c in at})
@@ -100,8 +91,8 @@ def _rows(
     g = per_step or B
     key = f"{name}|{split}|n{n}|bp{B_p}|s{seed}"
     return [
-        {"run_key": key, "split": split, "n": n, "B_p": B_p, "B": B, "M": M, "seed": seed,
-         "step": s, ROLLOUTS: float(s * g), "rollouts": M * g, **grid}
+        {RUN_KEY: key, "split": split, "n": n, "B_p": B_p, "B": B, "M": M, "seed": seed,
+         STEP: s, ROLLOUTS: float(s * g), "rollouts": M * g, **grid}
         for s in _eval_steps(g, M, at)
     ]  # fmt: skip
 
@@ -269,11 +260,12 @@ def planned_noise(
 
 
 def planned_study(
-    grids: tuple[Grid, ...] = (NSTAR_MAIN, NSTAR_LONG),
+    grids: tuple[Grid, ...],
     models: dict[str, SplitModel] = PLANNED,
     seed_share: float = 0.0,
 ) -> PlannedStudy:
-    """The nstar study of issue 27 before it runs (or any grids): null means, noise, seed
+    """A study of `grids` before it runs (e.g. nstar's of issue 27, `isolab.study.calibration.
+    NSTAR_MAIN`): null means, noise, seed
     shares (0: the committed nstar runs measured none, `isolab.verdicts.noise.seed_share`)."""
     means = {g.name: planned_means(design_frame(g), models) for g in grids}
     return PlannedStudy(

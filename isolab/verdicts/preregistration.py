@@ -51,7 +51,7 @@ class Registration:
     """One claim as its study's preregistered.yaml fixes it.
 
     Attributes:
-        claim: the claim's id (`isolab.verdicts.claims.CLAIMS`).
+        claim: the claim's id (`isolab.study.claims.CLAIMS`).
         estimand: what the test estimates, in words.
         unit: the effect's unit (the claim's `unit`, word for word).
         expected: the paper's sign (the claim's `expected`).

@@ -54,7 +54,7 @@ from isolab.table import final_rows
 from isolab.verdicts.noise import noise_model
 from isolab.verdicts.result import ALPHA
 from isolab.verdicts.vertex import checkpoint_means
-from isolab.vocab import ROLLOUTS
+from isolab.vocab import ROLLOUTS, RUN_KEY, STEP
 
 #: The run the gate reads: n = 4, B_p = 16 (issue 27's pre-registration).
 GATE_N = 4
@@ -118,7 +118,7 @@ class _Runs:
 
 
 def _trajectories(df: pl.DataFrame, metric: str) -> _Runs:
-    rows = df.filter((pl.col("step") > 0) & (pl.col(ROLLOUTS) > 0) & pl.col(metric).is_finite())
+    rows = df.filter((pl.col(STEP) > 0) & (pl.col(ROLLOUTS) > 0) & pl.col(metric).is_finite())
     cfg = [c for c in ("n", "B_p") if c in rows.columns]
     rows = rows.with_columns(
         lc=(pl.col(ROLLOUTS).cast(pl.Float64).log(2) * 4).round() / 4,
@@ -126,8 +126,8 @@ def _trajectories(df: pl.DataFrame, metric: str) -> _Runs:
         if cfg
         else pl.lit(""),
     )
-    wide = rows.pivot(on="lc", index=["run_key", "cfg"], values=metric, aggregate_function="mean")
-    cols = sorted((c for c in wide.columns if c not in ("run_key", "cfg")), key=float)
+    wide = rows.pivot(on="lc", index=[RUN_KEY, "cfg"], values=metric, aggregate_function="mean")
+    cols = sorted((c for c in wide.columns if c not in (RUN_KEY, "cfg")), key=float)
     y = wide.select(cols).to_numpy().astype(float) if cols else np.zeros((wide.height, 0))
     return _Runs(wide["cfg"].to_numpy(), np.array([float(c) for c in cols]), y)
 
@@ -248,7 +248,7 @@ def plateau_gate(
     means = checkpoint_means(runs, [metric])
     lcs = sorted(set(means["lc"].to_list()))
     C_max = 2.0 ** lcs[-1]
-    seeds = runs["run_key"].n_unique()
+    seeds = runs[RUN_KEY].n_unique()
     starts = [lc for lc in lcs if lcs[-1] - lc >= WINDOW_DOUBLINGS - 1e-9]
     if not starts:
         return Gate(False, False, None, C_max, math.nan, math.nan, math.nan, 0, seeds, margin,

@@ -32,8 +32,9 @@ import polars as pl
 from scipy import stats
 
 from isolab.table import as_float
+from isolab.verdicts.quadratic import quadratic_vertex
 from isolab.verdicts.result import ALPHA, StatResult, t_quantile
-from isolab.vocab import ROLLOUTS
+from isolab.vocab import ROLLOUTS, RUN_KEY, STEP
 
 #: A vertex within this many doublings of the grid's smallest or largest n is at its edge.
 EDGE_MARGIN = 0.5
@@ -50,7 +51,7 @@ def checkpoint_means(
     step 0: columns `by`, `lc` (log2 C, binned to a quarter doubling), `C`, the metrics and
     `seeds` (runs averaged)."""
     keys = [c for c in by if c in df.columns]
-    rows = df.filter((pl.col("step") > 0) & (pl.col(ROLLOUTS) > 0))
+    rows = df.filter((pl.col(STEP) > 0) & (pl.col(ROLLOUTS) > 0))
     for m in metrics:
         rows = rows.filter(pl.col(m).is_finite())
     rows = rows.with_columns(lc=((pl.col(ROLLOUTS).cast(pl.Float64).log(2) * _BIN).round() / _BIN))
@@ -147,9 +148,10 @@ def _vertex(fits: CheckpointFits, i: int) -> tuple[float, np.ndarray]:
     """The vertex of checkpoint i's quadratic (log2 n, uncentred) and its gradient in the
     coefficients: v = centre − b₁ / (2b₂), ∇v = (0, −1/(2b₂), b₁/(2b₂²), 0…)."""
     b = fits.coef[i]
+    v, (g1, g2) = quadratic_vertex(float(b[1]), float(b[2]), fits.centre)
     grad = np.zeros(len(b))
-    grad[1], grad[2] = -1 / (2 * b[2]), b[1] / (2 * b[2] ** 2)
-    return fits.centre - b[1] / (2 * b[2]), grad
+    grad[1], grad[2] = g1, g2
+    return v, grad
 
 
 def _fmt_c(c: float) -> str:
@@ -165,7 +167,7 @@ def pure_error(
     seeds per configuration. The noise of a seed mean is this over the seeds: the yardstick of
     the quadratic's lack of fit."""
     keys = [c for c in by if c in df.columns]
-    rows = df.filter((pl.col("step") > 0) & (pl.col(ROLLOUTS) > 0) & pl.col(metric).is_finite())
+    rows = df.filter((pl.col(STEP) > 0) & (pl.col(ROLLOUTS) > 0) & pl.col(metric).is_finite())
     rows = rows.with_columns(
         lc=((pl.col(ROLLOUTS).cast(pl.Float64).log(2) * _BIN).round() / _BIN),
         cell=pl.concat_str([pl.col(c).cast(pl.String) for c in keys], separator="|"),
@@ -284,7 +286,7 @@ def vertex_shift(
     Refused (with the checkpoints' reasons) when fewer than `min_checkpoints` qualify.
     Returns the result and the per-checkpoint table."""
     means = checkpoint_means(df, [metric])
-    runs = df["run_key"].n_unique() if "run_key" in df.columns else 0
+    runs = df[RUN_KEY].n_unique() if RUN_KEY in df.columns else 0
     if not means.height or means["n"].n_unique() < 3:
         return StatResult.refused("needs ≥ 3 values of n after step 0", runs), pl.DataFrame()
     window, where = _window(means, from_C)
@@ -352,7 +354,7 @@ def _bootstrap_se(
     (a resample whose curvature vanishes puts its vertex at an edge, not at infinity). The SD
     is scaled by √(S/(S − 1)): resampling S runs gives a mean (S − 1)/S of its variance. NaN
     when a configuration has a single run."""
-    rows = df.filter((pl.col("step") > 0) & (pl.col(ROLLOUTS) > 0) & pl.col(metric).is_finite())
+    rows = df.filter((pl.col(STEP) > 0) & (pl.col(ROLLOUTS) > 0) & pl.col(metric).is_finite())
     keys = ["n", *[c for c in ("B_p",) if c in rows.columns]]
     rows = rows.with_columns(
         lc=((pl.col(ROLLOUTS).cast(pl.Float64).log(2) * _BIN).round() / _BIN),
@@ -361,10 +363,10 @@ def _bootstrap_se(
     lcs = [fits.lc[i] for i in ok]
     wide = (
         rows.filter(pl.col("lc").is_in(lcs))
-        .pivot(on="lc", index=["cell", "run_key"], values=metric, aggregate_function="mean")
-        .sort("cell", "run_key")
+        .pivot(on="lc", index=["cell", RUN_KEY], values=metric, aggregate_function="mean")
+        .sort("cell", RUN_KEY)
     )
-    cols = [c for c in wide.columns if c not in ("cell", "run_key")]
+    cols = [c for c in wide.columns if c not in ("cell", RUN_KEY)]
     order = {float(c): c for c in cols}
     rng = np.random.default_rng(seed)
     means: dict[str, np.ndarray] = {}  # cell → n_boot × len(lcs)
@@ -386,25 +388,3 @@ def _bootstrap_se(
         slopes += w[a] * np.clip(v, fits.x[i].min(), fits.x[i].max())
     S = float(np.mean(sizes))
     return float(np.std(slopes, ddof=1) * math.sqrt(S / (S - 1)))
-
-
-def optimum_at_end(df: pl.DataFrame, metric: str) -> tuple[dict, CheckpointFits]:
-    """The vertex row (`vertex_table`) of the last checkpoint of `df`, with the fits."""
-    means = checkpoint_means(df, [metric])
-    last = means.filter(pl.col("lc") == pl.col("lc").max())
-    fits = fit_checkpoints(last, metric)
-    rows = vertex_table(fits, pure_error(df, metric)).to_dicts() if fits.lc else []
-    return (rows[-1] if rows else {}), fits
-
-
-def slope_at_end(df: pl.DataFrame, metric: str) -> tuple[float, float, int]:
-    """The linear slope of the seed-mean `metric` in log2 n at the last checkpoint (plus log2
-    B_p where it varies): (slope per doubling of n, its OLS SE, residual df). Defined whether
-    or not the optimum is interior: the boundary-proof reading of where the best n lies."""
-    means = checkpoint_means(df, [metric])
-    last = means.filter(pl.col("lc") == pl.col("lc").max())
-    fits = fit_checkpoints(last, metric, power=1)
-    if not fits.lc:
-        return math.nan, math.nan, 0
-    V = fits.cov(0, 0)
-    return float(fits.coef[0][1]), math.sqrt(max(V[1, 1], 0.0)), fits.dof[0]

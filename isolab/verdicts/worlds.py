@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from isolab.table import as_float
-from isolab.vocab import FLOPS_TOTAL, ROLLOUTS
+from isolab.vocab import FLOPS_TOTAL, ROLLOUTS, RUN_KEY, STEP
 
 #: (evaluation SD, training SD) per metric: what `isolab.verdicts.noise.noise_model` measures,
 #: as numbers or one per row (a design whose splits differ in noise).
@@ -35,13 +35,13 @@ def null_means(
     FLOPs (whole steps), the k-th evaluation of every run — binning FLOPs there would split a
     group's final evaluations by configuration and keep the design's own effects in the null."""
     group = [c for c in by if c in design.columns]
-    ends = design.group_by("run_key").agg(pl.col(ROLLOUTS).max())[ROLLOUTS]
+    ends = design.group_by(RUN_KEY).agg(pl.col(ROLLOUTS).max())[ROLLOUTS]
     iso_rollouts = (
         as_float(ends.min()) >= 0.99 * as_float(ends.max()) or FLOPS_TOTAL not in design.columns
     )
-    evals = design.group_by("run_key").agg(pl.len())["len"]
+    evals = design.group_by(RUN_KEY).agg(pl.len())["len"]
     if not iso_rollouts and evals.n_unique() == 1:
-        cp = pl.col("step").rank("dense").over("run_key").cast(pl.Float64).alias("_cp")
+        cp = pl.col(STEP).rank("dense").over(RUN_KEY).cast(pl.Float64).alias("_cp")
     else:
         axis = ROLLOUTS if iso_rollouts else FLOPS_TOTAL
         cp = (
@@ -66,7 +66,7 @@ def simulate_world(
     seed's part of the offset is drawn once per seed). `effect` adds a planted difference per
     metric (an array over the rows). Step-0 evaluations carry sampling noise only."""
     rng = np.random.default_rng(seed)
-    key = "run_key"
+    key = RUN_KEY
     runs = means[key].unique(maintain_order=True).to_list()
     index = {r: i for i, r in enumerate(runs)}
     run_idx = np.array([index[r] for r in means[key].to_list()])
@@ -83,8 +83,8 @@ def simulate_world(
         levels, seed_idx = np.unique(seeds, return_inverse=True)
         common = rng.standard_normal(len(levels))[seed_idx]
         z = np.sqrt(share) * common + np.sqrt(1.0 - share) * z
-    last = means.select(pl.col("step").max().over(key)).to_series().to_numpy().astype(float)
-    frac = np.sqrt(means["step"].to_numpy().astype(float) / np.maximum(last, 1.0))
+    last = means.select(pl.col(STEP).max().over(key)).to_series().to_numpy().astype(float)
+    frac = np.sqrt(means[STEP].to_numpy().astype(float) / np.maximum(last, 1.0))
     out = {}
     for metric, (eval_sd, train_sd) in noise.items():
         if metric not in means.columns:

@@ -12,7 +12,6 @@ import polars as pl
 
 from isolab import plots
 from isolab.plots.style import literal
-from isolab.study.analyses.report import figure_row
 from isolab.study.pages import html
 from isolab.study.pages.figures import plot_difference, plot_frontiers
 from isolab.study.pages.report import Page
@@ -25,6 +24,7 @@ from isolab.study.pages.tables import (
     shared_settings,
     short,
 )
+from isolab.study.report import figure_row
 from isolab.table import as_float, run_column
 from isolab.vocab import DEFAULT_X, DEFAULT_Y
 

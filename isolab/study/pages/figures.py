@@ -11,7 +11,7 @@ from matplotlib.axes import Axes
 
 from isolab.plots import empty_panel, label
 from isolab.study.pages.tables import FLOP_PARTS, config_label
-from isolab.vocab import FLOPS_LEARNING, FLOPS_REWARD, FLOPS_SEARCH
+from isolab.vocab import EVAL_PREFIX, FLOPS_LEARNING, FLOPS_REWARD, FLOPS_SEARCH
 
 #: One colour per part of the ledger, the same in every figure.
 PART_COLOURS = {FLOPS_SEARCH: "tab:blue", FLOPS_LEARNING: "tab:orange", FLOPS_REWARD: "tab:green"}
@@ -98,7 +98,7 @@ def plot_difference(table: pl.DataFrame, ax: Axes, *, x: str, y: str, title: str
     ax.plot(rows[x].to_numpy(), rows["B − A"].to_numpy(), "o-", color="black", lw=1.5)
     ax.set_xscale("log")
     ax.set_xlabel(label(x))
-    ax.set_ylabel(f"B − A, {y.removeprefix('eval/')} at equal compute")
+    ax.set_ylabel(f"B − A, {y.removeprefix(EVAL_PREFIX)} at equal compute")
     if title:
         ax.set_title(title, fontsize="small")
     return ax

@@ -1,5 +1,5 @@
 """One sweep's report as a page (`isolab report`): the frontier and n*(C) of
-`isolab.study.analyses.frontier.frontier_report` (what `isolab frontier` prints), the stacked
+`isolab.study.frontier.frontier_report` (what `isolab frontier` prints), the stacked
 FLOP split, the avg/best/worst@k curves, the curated studies' verdicts on these runs, the
 recommendation and the runs table."""
 
@@ -12,8 +12,7 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from isolab import plots
-from isolab.study.analyses.frontier import frontier_report, settings
-from isolab.study.analyses.report import Report, figure_row, fmt
+from isolab.study.frontier import frontier_report, settings
 from isolab.study.pages import html
 from isolab.study.pages.figures import plot_flop_shares, plot_flop_split
 from isolab.study.pages.tables import (
@@ -26,12 +25,13 @@ from isolab.study.pages.tables import (
     short,
 )
 from isolab.study.pages.verdicts import describe, saved_verdicts, verdict_table
+from isolab.study.report import Report, figure_row, fmt
 from isolab.study.summaries import curves
 from isolab.table import run_column
 from isolab.vocab import DEFAULT_X, DEFAULT_Y, eval_metric
 
 _STAT_AT_K = re.compile(r"^eval/(avg|best|worst)@(\d+)$")
-#: (label, runs) per setting, as `isolab.study.analyses.frontier.settings` gives them.
+#: (label, runs) per setting, as `isolab.study.frontier.settings` gives them.
 Groups = list[tuple[str, pl.DataFrame]]
 
 

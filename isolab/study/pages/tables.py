@@ -39,7 +39,7 @@ MAX_POINTS = 12
 
 def short(metric: str) -> str:
     """`eval/avg@4` → `avg@4`."""
-    return metric.removeprefix("eval/")
+    return metric.removeprefix(EVAL_PREFIX)
 
 
 def varying(df: pl.DataFrame, columns: tuple[str, ...] | list[str]) -> list[str]:
