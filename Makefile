@@ -64,6 +64,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check isolab tests benchmarks notebooks scripts
 	$(VENV)/bin/ruff format --check isolab tests benchmarks notebooks scripts
 	$(PY) scripts/check_layers.py
+	$(PY) scripts/check_vocab.py
 	$(VENV)/bin/ty check
 
 format: $(STAMP)

@@ -8,7 +8,7 @@ from round to round so that the machine's load hits both alike:
   `create_run`, `log_batch` of its params and tags (`MAX_PARAMS_TAGS_PER_BATCH` a call) and of
   its metric points (`MAX_METRICS_PER_BATCH` a call), the same description, counts and
   FLOP-split figure as artifacts, `set_terminated`; the sweep's parent made and finished alike.
-  The snapshot is read and checked by isolab's own `_import_plan` in both; isolab alone
+  The snapshot is read and checked by isolab's own `plan_import` in both; isolab alone
   also leases the run keys and looks for runs already there (a few queries).
 - isolab: `isolab.tracking.importing.import_runs` (points straight into MLflow's tables,
   `isolab.tracking.bulk`).
@@ -51,13 +51,14 @@ def mlflow_import(snapshot: Path, uri: str) -> None:
     from isolab.tracking import store
     from isolab.tracking.bulk import latest_points
     from isolab.tracking.describe import NOTE_TAG, run_note
-    from isolab.tracking.importing import _import_plan, upload_files
+    from isolab.tracking.import_plan import plan_import
+    from isolab.tracking.importing import upload_files
     from isolab.tracking.parents import finish_parent, sweep_parent
     from isolab.tracking.run_figure import FIGURE_FILE, RunFigures
     from isolab.tracking.tags import IMPORTED_FROM_TAG, PARENT_TAG
     from isolab.tracking.views import run_url
 
-    plans, name = _import_plan(snapshot, None)
+    plans, name = plan_import(snapshot, None)
     client = store.client(uri)
     exp_id = store.experiment_id(name, uri)
     start = min(p["start_time"] for p in plans)

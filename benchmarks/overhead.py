@@ -23,8 +23,9 @@ from transformers import PrinterCallback, TrainerCallback
 from isolab import models
 from isolab.config import RunConfig
 from isolab.logs import quiet_libraries
+from isolab.rl.prepare import grpo_args, prepare
 from isolab.rl.rewards import get_reward
-from isolab.rl.train import grpo_args, prepare, train
+from isolab.rl.train import train
 
 
 class StepTimer(TrainerCallback):
@@ -87,31 +88,23 @@ def instrument() -> None:
     hooks' bookkeeping and the callback's step and log hooks — one figure per step. Unlike
     the ratio of two noisy medians, this attributed overhead hardly moves with machine load.
     (The last step, which holds the final evaluation, is dropped like in the ratio.)"""
-    import isolab.rl.train as tr
     from isolab.compute.ledger import FlopLedger
+    from isolab.rl.callback import IsolabCallback
 
     for name in dir(FlopLedger):
         if name.startswith("record_") or name == "end_step":
             setattr(FlopLedger, name, _timed_method(getattr(FlopLedger, name)))
-    make = tr.make_callback
+    IsolabCallback.on_log = _timed_method(IsolabCallback.on_log)
+    original_end = IsolabCallback.on_step_end
 
-    def make_instrumented(*args, **kwargs):
-        cb = make(*args, **kwargs)
-        cls = type(cb)
-        cls.on_log = _timed_method(cls.on_log)
-        original_end = cls.on_step_end
+    def on_step_end(self, *a, **kw):
+        t0 = time.perf_counter()
+        out = original_end(self, *a, **kw)
+        OWN_PER_STEP.append(OWN_TIME["s"] + time.perf_counter() - t0)
+        OWN_TIME["s"] = 0.0
+        return out
 
-        def on_step_end(self, *a, **kw):
-            t0 = time.perf_counter()
-            out = original_end(self, *a, **kw)
-            OWN_PER_STEP.append(OWN_TIME["s"] + time.perf_counter() - t0)
-            OWN_TIME["s"] = 0.0
-            return out
-
-        cls.on_step_end = on_step_end
-        return cb
-
-    tr.make_callback = make_instrumented
+    IsolabCallback.on_step_end = on_step_end
 
 
 def wrapped_run(cfg: RunConfig, uri: str) -> list[float]:

@@ -159,7 +159,7 @@ def finite_rows(df: pl.DataFrame, *columns: str, context: str = "") -> pl.DataFr
 
 
 def id_columns(df: pl.DataFrame) -> list[str]:
-    return [c for c in ("run_key", "n", "B_p", "M", "step", "seed") if c in df.columns]
+    return [c for c in (RUN_KEY, "n", "B_p", "M", STEP, "seed") if c in df.columns]
 
 
 def check_single_setting(df: pl.DataFrame, what: str) -> None:
@@ -179,7 +179,7 @@ def check_single_setting(df: pl.DataFrame, what: str) -> None:
 def seed_average(df: pl.DataFrame, x: str, y: str) -> pl.DataFrame:
     """Mean of `y` over seeds at each (configuration, step); `x` averaged alongside."""
     cfg = [c for c in CONFIG_COLUMNS if c in df.columns]
-    key = [*cfg, "step"] if "step" in df.columns else [*cfg, x]
+    key = [*cfg, STEP] if STEP in df.columns else [*cfg, x]
     aggs = [pl.col(y).mean(), pl.len().alias("n_seeds")]
     if x not in key:
         aggs.append(pl.col(x).mean())

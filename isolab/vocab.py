@@ -31,28 +31,51 @@ EVAL_JUDGE = f"{EVAL_PREFIX}judge"
 #: The metrics the analyses read by default, in the order they report them.
 DEFAULT_METRICS = (EVAL_AVG, EVAL_BEST, EVAL_WORST)
 
+#: The per-problem correct counts an evaluation saves, a run artifact: `eval/<this>`, and
+#: `eval-<set>/<this>` for an evaluation set (`isolab.tracking.columns.counts_artifact`).
+COUNTS_FILE = "per_problem_counts.json"
+
 # ---- compute ------------------------------------------------------------------------------------
+COMPUTE_PREFIX = "compute/"
 #: C = B_p · n · M rollouts so far: the IsoCompute Playbook's compute axis.
-ROLLOUTS = "compute/rollouts"
-TOKENS = "compute/tokens"
+ROLLOUTS = f"{COMPUTE_PREFIX}rollouts"
+TOKENS = f"{COMPUTE_PREFIX}tokens"
 #: ρ = learning / (search + learning + reward) FLOPs, cumulative; RHO_STEP is the last step's.
-RHO = "compute/rho"
-RHO_STEP = "compute/rho_step"
+RHO = f"{COMPUTE_PREFIX}rho"
+RHO_STEP = f"{COMPUTE_PREFIX}rho_step"
 #: Cumulative model FLOPs by component (isolab.compute.ledger); FLOPS_HW_* count recompute too.
-FLOPS_TOTAL = "flops/total"
-FLOPS_SEARCH = "flops/search"
-FLOPS_LEARNING = "flops/learning"
-FLOPS_REWARD = "flops/reward"
-FLOPS_EVAL = "flops/eval"
-FLOPS_JUDGE = "flops/judge"  # the evaluation judge's forward (`RunConfig.eval_judge`): apart
-FLOPS_HW_TOTAL = "flops_hw/total"
-FLOPS_HW_LEARNING = "flops_hw/learning"
+FLOPS_PREFIX = "flops/"
+FLOPS_TOTAL = f"{FLOPS_PREFIX}total"
+FLOPS_SEARCH = f"{FLOPS_PREFIX}search"
+FLOPS_LEARNING = f"{FLOPS_PREFIX}learning"
+FLOPS_REWARD = f"{FLOPS_PREFIX}reward"
+FLOPS_EVAL = f"{FLOPS_PREFIX}eval"
+FLOPS_JUDGE = f"{FLOPS_PREFIX}judge"  # the evaluation judge's forward (`RunConfig.eval_judge`)
+FLOPS_HW_PREFIX = "flops_hw/"
+FLOPS_HW_TOTAL = f"{FLOPS_HW_PREFIX}total"
+FLOPS_HW_LEARNING = f"{FLOPS_HW_PREFIX}learning"
+#: The last optimizer step's model FLOPs by component (not cumulative; not in a runs table).
+FLOPS_STEP_PREFIX = "flops_step/"
+FLOPS_STEP_SEARCH = f"{FLOPS_STEP_PREFIX}search"
+FLOPS_STEP_LEARNING = f"{FLOPS_STEP_PREFIX}learning"
+FLOPS_STEP_REWARD = f"{FLOPS_STEP_PREFIX}reward"
+FLOPS_STEP_TOTAL = f"{FLOPS_STEP_PREFIX}total"
+#: The ledger's components, in the order `flops/*` and `flops_step/*` name them.
+FLOPS_PARTS = ("search", "learning", "reward", "total")
 #: Model FLOPs utilisation: model FLOPs per second over the devices' peak (isolab.compute.peak),
 #: for the last step, its search and learning parts, and the run's training time so far.
-MFU_STEP = "mfu/step"
-MFU_SEARCH = "mfu/search"
-MFU_LEARNING = "mfu/learning"
-MFU_RUN = "mfu/run"
+MFU_PREFIX = "mfu/"
+MFU_STEP = f"{MFU_PREFIX}step"
+MFU_SEARCH = f"{MFU_PREFIX}search"
+MFU_LEARNING = f"{MFU_PREFIX}learning"
+MFU_RUN = f"{MFU_PREFIX}run"
+#: Wall-clock seconds: the reward functions' time, cumulative (the ledger), and the last step's
+#: generation and scoring (`isolab.rl.trainer`).
+TIME_PREFIX = "time/"
+TIME_REWARD_S = f"{TIME_PREFIX}reward_s"
+TIME_SEARCH_S = f"{TIME_PREFIX}search_s"
+#: Completion tokens generated per second of sampling, over the run so far.
+THROUGHPUT_TOKENS_PER_S = "throughput/completion_tokens_per_s"
 DEFAULT_X = ROLLOUTS
 DEFAULT_Y = EVAL_AVG
 
@@ -66,7 +89,16 @@ LR_SUM = f"{OPTIM_PREFIX}lr_sum"
 #: optim/: the metric families a runs table keeps (per-step flops_step/ and TRL's own are left out).
 #: Metrics of the extra evaluation sets (`RunConfig.eval_sets`): `eval-<name>/avg@4` …
 EVAL_SET_PREFIX = "eval-"
-METRIC_PREFIXES = ("compute/", "flops/", "flops_hw/", EVAL_PREFIX, EVAL_SET_PREFIX, OPTIM_PREFIX)
+#: avg@4 on the evaluation set named `shifted`: study 08's second target (`isolab.study.targets`).
+EVAL_SHIFTED_AVG = f"{EVAL_SET_PREFIX}shifted/avg@4"
+METRIC_PREFIXES = (
+    COMPUTE_PREFIX,
+    FLOPS_PREFIX,
+    FLOPS_HW_PREFIX,
+    EVAL_PREFIX,
+    EVAL_SET_PREFIX,
+    OPTIM_PREFIX,
+)
 
 # ---- reward systems -----------------------------------------------------------------------------
 #: Rule-based rewards: a verifier's check, no model in the loop, no reward FLOPs.

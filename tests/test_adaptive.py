@@ -13,6 +13,7 @@ from isolab.sweep.adaptive import StoppingRule, judge_rung, replay
 from isolab.sweep.adaptive_calibration import calibrate, draw_worlds
 from isolab.sweep.adaptive_worlds import design, world_frame
 from isolab.tracking.runs import load_runs
+from isolab.vocab import EVAL_AVG, ROLLOUTS, RUN_KEY
 
 NSTAR = Path(__file__).resolve().parents[1] / "runs" / "nstar" / "cpu" / "main"
 
@@ -25,8 +26,8 @@ def nstar() -> pl.DataFrame:
 def rung(means: dict[int, float], sd: float = 0.01, C: float = 1024.0) -> pl.DataFrame:
     """Three seeds per arm (n = key, B_p = 16) at one checkpoint, spread ±sd around the mean."""
     rows = [
-        {"run_key": f"{n}-{s}", "n": n, "B_p": 16, "seed": s, "compute/rollouts": C,
-         "eval/avg@4": m + d, "eval_problems": 300, "eval_k_samples": 16}
+        {RUN_KEY: f"{n}-{s}", "n": n, "B_p": 16, "seed": s, ROLLOUTS: C,
+         EVAL_AVG: m + d, "eval_problems": 300, "eval_k_samples": 16}
         for n, m in means.items()
         for s, d in enumerate((-sd, 0.0, sd))
     ]  # fmt: skip
@@ -58,7 +59,7 @@ def test_bad_rule_names_the_field():
     with pytest.raises(ValueError, match="z = None and eta = None"):
         StoppingRule(z=None)
     with pytest.raises(ValueError, match=r"\['eval/avg@4'\]"):
-        replay(pl.DataFrame({"n": [2], "compute/rollouts": [256.0]}), StoppingRule())
+        replay(pl.DataFrame({"n": [2], ROLLOUTS: [256.0]}), StoppingRule())
 
 
 def test_planted_best_survives(nstar):

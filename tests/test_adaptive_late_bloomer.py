@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from isolab.frontier.validate import WITHIN_SE
+from isolab.frontier.evidence import WITHIN_SE
 from isolab.sweep.adaptive import StoppingRule, judge_rung, leader_path, replay
 from isolab.sweep.adaptive_calibration import (
     KEEP_TARGET,
@@ -25,6 +25,7 @@ from isolab.sweep.adaptive_calibration import (
 )
 from isolab.sweep.adaptive_worlds import design, world_frame
 from isolab.tracking.runs import load_runs
+from isolab.vocab import EVAL_AVG, ROLLOUTS, RUN_KEY
 
 NSTAR = Path(__file__).resolve().parents[1] / "runs" / "nstar" / "cpu" / "main"
 ISSUE_32 = StoppingRule(z=2.5, judge_from=0)  # the default until issue 47
@@ -107,8 +108,8 @@ def test_validation_names_its_worlds_and_flags_a_rule_that_drops_late_bloomers()
 def rung(means: dict[int, float], C: float, sd: float = 0.01) -> pl.DataFrame:
     """Three seeds per arm (n = key, B_p = 16) at one checkpoint, spread ±sd around the mean."""
     rows = [
-        {"run_key": f"{n}-{s}", "n": n, "B_p": 16, "seed": s, "compute/rollouts": C,
-         "eval/avg@4": m + dev, "eval_problems": 300, "eval_k_samples": 16}
+        {RUN_KEY: f"{n}-{s}", "n": n, "B_p": 16, "seed": s, ROLLOUTS: C,
+         EVAL_AVG: m + dev, "eval_problems": 300, "eval_k_samples": 16}
         for n, m in means.items()
         for s, dev in enumerate((-sd, 0.0, sd))
     ]  # fmt: skip
@@ -134,7 +135,7 @@ def test_leader_path_says_when_the_optimum_moved():
 
 def test_the_sweep_says_when_its_optimum_moved_and_does_not_call_early_stops_advice(capsys):
     pytest.importorskip("ray", reason="ray is not installed (pip install -e '.[dev]')")
-    from isolab.cli.sweep import _print_setting
+    from isolab.cli.sweep_adaptive import _print_setting
     from isolab.sweep.adaptive_live import SettingResult
 
     rule = StoppingRule(z=3, grace=0, judge_from=0)
@@ -146,7 +147,7 @@ def test_the_sweep_says_when_its_optimum_moved_and_does_not_call_early_stops_adv
         "stopped_at": [None, None, 1024.0], "reason": ["", "", "below the best by 0.1"],
     })  # fmt: skip
     moved = SettingResult({}, arms, decisions, 27648.0, 36864.0, final)
-    _print_setting(moved, "eval/avg@4")
+    _print_setting(moved, EVAL_AVG)
     out = " ".join(capsys.readouterr().out.split())
     assert "the optimum moved within this sweep: best n=2,B_p=16 at C = 1,024 → n=8" in out
     assert "best of the arms run to the budget, not of the grid: 1 arm(s) were stopped" in out
@@ -154,7 +155,7 @@ def test_the_sweep_says_when_its_optimum_moved_and_does_not_call_early_stops_adv
     assert "n=32,B_p=16: 0.300 · stopped early at C = 1,024, not a verdict at the budget" in out
 
     settled = SettingResult({}, arms, decisions, 27648.0, 36864.0, decisions[0])
-    _print_setting(settled, "eval/avg@4")
+    _print_setting(settled, EVAL_AVG)
     out = " ".join(capsys.readouterr().out.split())
     assert "moved" not in out and "not a verdict" not in out
     assert "n=32,B_p=16: 0.300 · stopped at C = 1,024: below the best" in out

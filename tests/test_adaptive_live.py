@@ -18,6 +18,7 @@ from mlflow.tracking import MlflowClient
 
 from isolab import models
 from isolab.tracking import RUN_KEY_TAG, mlflow_key
+from isolab.vocab import EVAL_AVG, ROLLOUTS
 
 pytest.importorskip("ray", reason="ray is not installed (pip install -e '.[dev]')")
 
@@ -39,7 +40,7 @@ def _runs(uri: str) -> list:
 
 
 def _rollouts(uri: str, run) -> list[int]:
-    history = MlflowClient(uri).get_metric_history(run.info.run_id, "compute/rollouts")
+    history = MlflowClient(uri).get_metric_history(run.info.run_id, ROLLOUTS)
     return sorted(int(m.value) for m in history)
 
 
@@ -69,10 +70,9 @@ def test_an_adaptive_sweep_stops_arms_and_resumes_the_rest(cli, tmp_path: Path):
         assert max(_rollouts(uri, r)) == at
     for r in finished:  # resumed after each rung, evaluated at every checkpoint, to the budget
         assert r.info.status == "FINISHED" and max(_rollouts(uri, r)) == 64
-        evals = MlflowClient(uri).get_metric_history(r.info.run_id, mlflow_key("eval/avg@4"))
+        evals = MlflowClient(uri).get_metric_history(r.info.run_id, mlflow_key(EVAL_AVG))
         rollouts = dict(
-            (m.step, m.value)
-            for m in MlflowClient(uri).get_metric_history(r.info.run_id, "compute/rollouts")
+            (m.step, m.value) for m in MlflowClient(uri).get_metric_history(r.info.run_id, ROLLOUTS)
         )
         assert sorted(rollouts[m.step] for m in evals) == [0, 16, 32, 64]
     spent = sum(max(_rollouts(uri, r)) for r in runs)
@@ -183,7 +183,7 @@ def _plant(db: Path, run_id: str, rollouts: int, value: float) -> None:
         for table in ("metrics", "latest_metrics"):
             con.execute(
                 f"UPDATE {table} SET value = ? WHERE run_uuid = ? AND key = ? AND step = ?",
-                (value, run_id, mlflow_key("eval/avg@4"), step),
+                (value, run_id, mlflow_key(EVAL_AVG), step),
             )
 
 

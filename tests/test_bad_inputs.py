@@ -451,10 +451,9 @@ def test_spec_files_read_under_limits(cli, tmp_path, text, named):
 
 def test_yaml_1_2_numbers_in_files_and_set(tmp_path):
     """`010` is ten, not the octal 8 (YAML 1.1); `1:00` is text, not the sexagesimal 60."""
-    from isolab.cli.common import with_overrides
-    from isolab.config import RunConfig
+    from isolab.config import RunConfig, apply_overrides
 
-    assert with_overrides({}, ["n=010", "M=1:00", "lr_base=1e-4"]) == {
+    assert apply_overrides({}, ["n=010", "M=1:00", "lr_base=1e-4"]) == {
         "n": 10,
         "M": "1:00",
         "lr_base": 1e-4,

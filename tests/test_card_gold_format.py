@@ -108,7 +108,7 @@ def test_each_verifier_kind_has_one_documented_default():
 def test_a_rewards_preflight_gets_the_golds_as_the_card_writes_them(card_dir: Path):
     """The reward's pre-flight writes each gold in the card's format, then a deliberately wrong
     answer the same way."""
-    from isolab.rl.rewards import preflight_batch
+    from isolab.rl.user_rewards import preflight_batch
 
     path = _card(card_dir, gold_format="Answer: {answer}", verifier="numeric")
     task = get_task(str(path), "chat")

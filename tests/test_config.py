@@ -34,7 +34,7 @@ def test_run_key_is_deterministic_and_config_sensitive():
 
 
 def test_train_limit_caps_the_training_problems_only(isolab_cache):
-    from isolab.rl.train import prepare
+    from isolab.rl.prepare import prepare
 
     *_, train_full, val_full = prepare(RunConfig())
     *_, train_32, val_32 = prepare(RunConfig(train_limit=32))
@@ -121,7 +121,7 @@ def test_a_trl_field_isolab_does_not_set_passes_through():
 
 def test_isolab_refuses_exactly_the_grpo_fields_it_sets(tmp_path):
     """TRL_OWNED is the set of keys `grpo_args` passes to GRPOConfig (kept in sync by this test)."""
-    from isolab.rl.train import grpo_args
+    from isolab.rl.prepare import grpo_args
     from isolab.trl_args import TRL_OWNED, grpo_config_fields
 
     seen: dict = {}
@@ -161,19 +161,32 @@ def test_empty_config_file_and_sweep_spec_are_refused_with_the_fix(tmp_path):
 
 
 def test_set_overrides_are_typed_and_reach_nested_fields():
-    from isolab.cli.common import with_overrides
+    from isolab.config import apply_overrides
 
     base = {"n": 8, "extra": {}}
-    data = with_overrides(base, ["n=16", "lr_base=1e-5", "extra.grpo.top_p=0.9"])
+    data = apply_overrides(base, ["n=16", "lr_base=1e-5", "extra.grpo.top_p=0.9"])
     cfg = RunConfig.from_dict(data)
     assert (cfg.n, cfg.lr_base, cfg.extra) == (16, 1e-5, {"grpo": {"top_p": 0.9}})
     assert base == {"n": 8, "extra": {}}  # the caller's dict is not changed
-    with pytest.raises(ValueError, match="n = 8.5"):
-        RunConfig.from_dict(with_overrides(base, ["n=8.5"]))
     with pytest.raises(ValueError, match="n is not a mapping"):
-        with_overrides(base, ["n.x=1"])
+        apply_overrides(base, ["n.x=1"])
     with pytest.raises(ValueError, match="FIELD=VALUE"):
-        with_overrides(base, ["n"])
+        apply_overrides(base, ["n"])
+
+
+def test_with_overrides_derives_a_checked_config_from_set_text_and_fields():
+    """`--set` text and a sweep's field values derive a config one way, checked as a file is."""
+    base = RunConfig(n=8, extra={"grpo": {"top_k": 5}})
+    cfg = base.with_overrides(["n=16", "extra.grpo.top_p=0.9"], B_p=4)
+    assert (cfg.n, cfg.B_p, cfg.extra) == (16, 4, {"grpo": {"top_k": 5, "top_p": 0.9}})
+    assert base.extra == {"grpo": {"top_k": 5}}  # the base config is not changed
+    assert base.with_overrides() == base
+    with pytest.raises(ValueError, match="n = 8.5"):
+        base.with_overrides(["n=8.5"])
+    with pytest.raises(ValueError, match=r"unknown RunConfig field\(s\) \['nn'\]"):
+        base.with_overrides(nn=4)
+    with pytest.raises(ValueError, match="FIELD=VALUE"):
+        base.with_overrides(["n"])
 
 
 # ---- examples and the README's config ---------------------------------------------------------

@@ -118,8 +118,8 @@ def test_a_reward_that_never_returns_ends_the_run_failed(
     """Before the deadline this run never ended: `isolab train` hung with the run RUNNING. One
     stuck at its first call is refused before the run exists (the pre-flight on gold answers)."""
     from isolab.config import RunConfig
-    from isolab.rl.rewards import RewardFunctionError
     from isolab.rl.train import train
+    from isolab.rl.user_rewards import RewardFunctionError
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(TIMEOUT_ENV, "2")

@@ -112,8 +112,8 @@ def _trl_log(cfg: RunConfig, isolab_trainer: bool) -> tuple[list[dict], dict[str
 
     from isolab.compute.ledger import FlopLedger
     from isolab.rl import engines
+    from isolab.rl.prepare import grpo_args, max_prompt_tokens, prepare
     from isolab.rl.rewards import get_reward
-    from isolab.rl.train import grpo_args, max_prompt_tokens, prepare
     from isolab.rl.trainer import make_trainer_class, timed_reward
 
     torch.manual_seed(cfg.seed)

@@ -12,7 +12,8 @@ import pytest
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
-from isolab.tracking import bulk, store
+from isolab.tracking import bulk, mlflow_key, store
+from isolab.vocab import EVAL_AVG
 
 #: Points MLflow orders with care: a step logged twice (the later timestamp wins), a larger
 #: value at one step and timestamp, an infinity (stored as the largest float), steps out of
@@ -22,8 +23,8 @@ POINTS = [
     ("loss", 2, 0.5, 1002),
     ("loss", 1, 0.7, 1001),
     ("loss", 2, 0.4, 1003),  # step 2 again, later: the latest value
-    ("eval/avg_at_4", 5, 0.25, 2000),
-    ("eval/avg_at_4", 5, 0.30, 2000),  # same step and time, larger value: MLflow's latest
+    (mlflow_key(EVAL_AVG), 5, 0.25, 2000),
+    (mlflow_key(EVAL_AVG), 5, 0.30, 2000),  # same step and time, larger value: MLflow's latest
     ("grad_norm", 3, math.inf, 1500),
     ("grad_norm", 1, -math.inf, 1400),
     ("once", 7, 3.0, 10),
@@ -94,7 +95,7 @@ def test_bulk_write_and_its_server_fallback_write_what_log_batch_writes(
     latest, history, params, tags, end = _stored(client, direct)
     assert (params, tags, end) == (PARAMS, TAGS, END)
     assert _stored(client, direct) == _stored(client, mlflows) == _stored(client, fallback)
-    assert latest["loss"] == 0.4 and latest["eval/avg_at_4"] == 0.30
+    assert latest["loss"] == 0.4 and latest[mlflow_key(EVAL_AVG)] == 0.30
     assert latest["grad_norm"] == pytest.approx(bulk.FLOAT_MAX)
     assert len(history["curve"]) == 2100
     assert _stored(client, empty) == ({}, {}, {}, {}, END)

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from isolab.cli import common
 from isolab.cli import sweep as cli_sweep
 from isolab.sweep import SweepSpec, plan_sweep, split_sizes
-from isolab.sweep.runner import SweepProgress
+from isolab.sweep.progress import SweepProgress
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "studies" / "smoke.yaml"

@@ -27,7 +27,8 @@ from typer.testing import CliRunner
 
 from isolab.cli import sweep as cli_sweep
 from isolab.sweep import SweepSpec, plan_sweep
-from isolab.tracking import RUN_KEY_TAG, find_runs
+from isolab.tracking import RUN_KEY_TAG, find_runs, mlflow_key
+from isolab.vocab import COUNTS_FILE, EVAL_AVG, EVAL_PREFIX, FLOPS_TOTAL, ROLLOUTS
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "studies" / "smoke.yaml"
@@ -132,10 +133,10 @@ def test_part_of_the_smoke_study_on_a_postgres_backed_server(isolab_cache, serve
     for run in runs:
         assert run.info.status == "FINISHED"
         m = run.data.metrics
-        assert m["compute/rollouts"] == 128 and m["flops/total"] > 0
-        assert "eval/avg_at_4" in m and "reward" in m
+        assert m[ROLLOUTS] == 128 and m[FLOPS_TOTAL] > 0
+        assert mlflow_key(EVAL_AVG) in m and "reward" in m
         artifacts = [a.path for a in client.list_artifacts(run.info.run_id, "eval")]
-        assert "eval/per_problem_counts.json" in artifacts
+        assert f"{EVAL_PREFIX}{COUNTS_FILE}" in artifacts
     assert any(artifacts_dir.rglob("per_problem_counts.json"))
     print(f"2 points on mlflow server + PostgreSQL: {time.perf_counter() - t0:.1f} s")
 

@@ -21,19 +21,26 @@ from typer.testing import CliRunner
 
 from isolab.cli import sweep as cli_sweep
 from isolab.sweep import SweepPlan, SweepSpec, plan_sweep
-from isolab.tracking import RUN_KEY_TAG, find_runs
+from isolab.tracking import RUN_KEY_TAG, find_runs, mlflow_key
+from isolab.vocab import (
+    DEFAULT_METRICS,
+    EVAL_AVG,
+    FLOPS_LEARNING,
+    FLOPS_SEARCH,
+    FLOPS_TOTAL,
+    RHO,
+    ROLLOUTS,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "studies" / "smoke.yaml"
 METRICS = (
-    "eval/avg_at_4",
-    "eval/best_at_4",
-    "eval/worst_at_4",
-    "flops/total",
-    "flops/search",
-    "flops/learning",
-    "compute/rho",
-    "compute/rollouts",
+    *(mlflow_key(m) for m in DEFAULT_METRICS),
+    FLOPS_TOTAL,
+    FLOPS_SEARCH,
+    FLOPS_LEARNING,
+    RHO,
+    ROLLOUTS,
     "reward",
     "loss",
     "kl",
@@ -71,9 +78,9 @@ def assert_complete(plan: SweepPlan, uri: str, points=None) -> dict[str, str]:
         (run,) = by_key[p.run_key]
         missing = [m for m in METRICS if m not in run.data.metrics]
         assert not missing, f"{p.config.run_name} lacks {missing}"
-        assert run.data.metrics["compute/rollouts"] == p.config.rollouts == 128
+        assert run.data.metrics[ROLLOUTS] == p.config.rollouts == 128
         B, M = p.config.B, p.config.M
-        history = client.get_metric_history(run.info.run_id, "eval/avg_at_4")
+        history = client.get_metric_history(run.info.run_id, mlflow_key(EVAL_AVG))
         expected = {0, M} | {min(math.ceil(c / B), M) for c in (32, 64, 128)}
         assert {m.step for m in history} == expected
     assert "RUNNING" not in runs_by_status(uri)
@@ -228,3 +235,31 @@ def test_ray_cluster_needs_a_tracking_server(tracking_uri, tmp_path):
     )  # fmt: skip
     assert result.exit_code == 2 and "tracking" in result.output
     assert not (tmp_path / "x.db").exists()
+
+
+def test_run_sweep_shows_the_store_before_any_point_and_ctrl_c_there_ends_it_interrupted(
+    tracking_uri, plan
+):
+    """`on_pending` (what `isolab sweep run` prints its header and starts its bars from) gets the
+    points to run and the store's state before any point starts; a Ctrl-C (or SIGTERM) at that
+    moment is an interrupted sweep in the report, not a traceback, and no point starts."""
+    from isolab.sweep import run_sweep
+
+    seen: list[tuple[list[str], int]] = []
+    started: list[str] = []
+
+    def on_pending(todo, state) -> None:
+        seen.append(([p.run_key for p in todo], len(state.finished)))
+        raise KeyboardInterrupt
+
+    report = run_sweep(
+        plan,
+        tracking_uri,
+        backend="inline",
+        limit=2,
+        on_pending=on_pending,
+        on_start=lambda point: started.append(point.run_key),
+    )
+    assert seen == [([p.run_key for p in plan.points[:2]], 0)]
+    assert report.interrupted and report.outcomes == [] and started == []
+    assert "FINISHED" not in runs_by_status(tracking_uri)

@@ -179,7 +179,7 @@ def test_a_card_is_labelled_by_difficulty_and_a_run_trains_on_its_easy_split(
     even gold, so every Easy problem (avg@16 in [0.3, 0.6]) has an even gold, every odd gold is
     Hard, and a run with `split: easy` trains and validates on Easy problems only."""
     from isolab import difficulty
-    from isolab.rl.train import prepare
+    from isolab.rl.prepare import prepare
 
     monkeypatch.setenv("ISOLAB_CACHE", str(tmp_path / "cache"))
     (card_dir / "parity.py").write_text(
@@ -214,7 +214,8 @@ def test_a_card_is_labelled_by_difficulty_and_a_run_trains_on_its_easy_split(
 def test_a_reward_function_of_yours_runs_unchanged_and_is_checked(monkeypatch):
     """TRL's signature; a raise, a NaN or a wrong length stops the run naming the problem and
     the completion."""
-    from isolab.rl.rewards import RewardFunctionError, get_reward
+    from isolab.rl.rewards import get_reward
+    from isolab.rl.user_rewards import RewardFunctionError
 
     monkeypatch.chdir(REPO)
     task = get_task(str(CARD), "chat")
@@ -231,7 +232,7 @@ def test_a_reward_function_of_yours_runs_unchanged_and_is_checked(monkeypatch):
         ("return [1.0]", "list of 1 for 2 completions"),
     ):
         monkeypatch.setattr(
-            "isolab.rl.rewards.load_function",
+            "isolab.rl.user_rewards.load_function",
             lambda *a, body=body: _compiled(body),
         )
         bad = get_reward("whatever:f", task)
@@ -611,7 +612,7 @@ def test_a_bad_reward_is_refused_before_the_model_loads(
     import time
 
     from isolab.rl import train as train_module
-    from isolab.rl.rewards import RewardFunctionError
+    from isolab.rl.user_rewards import RewardFunctionError
 
     def no_model(*args, **kwargs):
         raise AssertionError("a model was loaded before the reward's pre-flight")
@@ -634,7 +635,7 @@ def test_a_bad_reward_is_refused_before_the_model_loads(
 def test_a_deliberately_wrong_answer_is_wrong():
     """The pre-flight's wrong answer beside each gold: a number plus one, the next choice
     letter, other text reversed; never the gold itself."""
-    from isolab.rl.rewards import wrong_answer
+    from isolab.rl.user_rewards import wrong_answer
 
     cases = {"49": "50", "-1": "0", "2.50": "3.50", "B": "C", "J": "A", "Paris": "siraP"}
     for gold, wrong in cases.items():
@@ -645,7 +646,8 @@ def test_a_deliberately_wrong_answer_is_wrong():
 def test_a_reward_of_yours_in_a_sum_may_ignore_correctness(card_dir: Path, monkeypatch):
     """The right-from-wrong check is for a reward of the user's that is the whole reward: a
     format or length term in a sum scores the gold and the wrong answer alike, and passes."""
-    from isolab.rl.rewards import get_rewards, preflight
+    from isolab.rl.rewards import get_rewards
+    from isolab.rl.user_rewards import preflight
 
     (card_dir / "length.py").write_text(
         "def f(prompts, completions, **kwargs):\n    return [0.5] * len(completions)\n"
@@ -654,7 +656,7 @@ def test_a_reward_of_yours_in_a_sum_may_ignore_correctness(card_dir: Path, monke
     task = get_task(str(card_dir / "task.yaml"), "chat")
     problems = task.problems("train")
     preflight("sparse + length.py:f", get_rewards("sparse + length.py:f", task), task, problems)
-    from isolab.rl.rewards import RewardFunctionError
+    from isolab.rl.user_rewards import RewardFunctionError
 
     with pytest.raises(RewardFunctionError, match="reward length.py:f scores every"):
         preflight("length.py:f", get_rewards("length.py:f", task), task, problems)
@@ -684,7 +686,7 @@ def test_a_column_named_as_trls_own_arguments_is_refused_at_load(
 def test_a_prompt_column_that_is_the_prompt_and_mixed_types_are_kept(card_dir: Path):
     """`prompt: prompt` names the column TRL reads as the prompt: kept (a reward gets it as
     `prompts`); a column whose values no one type holds reaches a reward as text."""
-    from isolab.rl.rewards import reward_dataset
+    from isolab.rl.user_rewards import reward_dataset
 
     rows = [json.loads(line) for line in (card_dir / "problems.jsonl").read_text().splitlines()]
     with (card_dir / "problems.jsonl").open("w") as f:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -19,6 +20,7 @@ from rich.progress import (
     TextColumn,
     TimeRemainingColumn,
 )
+from rich.table import Table
 
 from isolab.userinput import cut
 
@@ -118,6 +120,22 @@ def check_artifacts(tracking_uri: str | None, experiment: str) -> None:
         fail(f"{problem}: {ARTIFACTS_FIX}")
 
 
+def fit_names(table: Table, names: int = 1) -> Table:
+    """`table`, once its rows are in, made to fit the console (80 columns when piped) without
+    cutting a name short: its first `names` columns (a preset's, a run's) neither wrap nor
+    shrink below their longest cell, and the other columns fold onto a second line where they
+    must. Rich's default shrinks every column alike, and a name came out as `tiny…`."""
+    wide = console.options.update_width(10_000)  # a cell's natural width: no wrapping
+    for i, column in enumerate(table.columns):
+        if i < names:
+            cells = [column.header, *column.cells]
+            column.no_wrap = True
+            column.min_width = max(Measurement.get(console, wide, c).maximum for c in cells)
+        else:
+            column.no_wrap, column.overflow = False, "fold"
+    return table
+
+
 def progress() -> Progress | LineProgress:
     """A progress bar on a terminal; elsewhere (a log file, CI, `!isolab` in a notebook) a
     line each tenth of the way (`LineProgress`). Tasks take an `info` field."""
@@ -211,7 +229,7 @@ def load_config(path: Path, overrides: list[str]):
     try:
         cfg = RunConfig.from_yaml(path)
         if overrides:
-            cfg = RunConfig.from_dict(with_overrides(asdict(cfg), overrides))
+            cfg = cfg.with_overrides(overrides)
         return cfg
     except (ValueError, FileNotFoundError, TypeError) as exc:
         fail(f"{path}: {exc}")
@@ -228,37 +246,3 @@ def load_runs_table(
     except (FileNotFoundError, ValueError) as exc:
         fail(str(exc))
         raise  # unreachable: fail exits; tells type checkers that nothing is returned here
-
-
-def with_overrides(data: dict, overrides: list[str]) -> dict:
-    """`data` with each `FIELD=VALUE` applied (VALUE read as YAML 1.2, as config files are:
-    `010` is 10, `1:00` is text); a dotted FIELD goes into a mapping, e.g.
-    `extra.grpo.top_p=0.9`."""
-    import copy
-
-    from isolab.userinput import brief, load_yaml
-
-    data = copy.deepcopy(data)
-    for item in overrides:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--set {brief(item)}: write FIELD=VALUE, e.g. --set n=16")
-        try:
-            value = load_yaml(text)
-        except ValueError as exc:
-            raise ValueError(f"--set {brief(item)}: not a YAML value ({exc})") from None
-        *parents, leaf = key.strip().split(".")
-        node = data
-        for i, part in enumerate(parents):
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                where = ".".join(parents[: i + 1])
-                raise ValueError(f"--set {brief(item)}: {where} is not a mapping")
-        node[leaf] = value
-    return data
-
-
-def asdict(cfg) -> dict:
-    import dataclasses
-
-    return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}

@@ -29,6 +29,7 @@ def export_cmd(
     """Write an experiment's runs table as a parquet snapshot: runs.parquet (one row per
     evaluation), history.parquet (every logged metric, TRL's curves too) and snapshot.json."""
     from isolab.paths import name_path, runs_dir
+    from isolab.table import run_column
     from isolab.tracking.runs import load_history
     from isolab.tracking.snapshot import export_runs, is_snapshot
 
@@ -46,7 +47,7 @@ def export_cmd(
         path = export_runs(df, dest, experiment=experiment, history=history, root=runs_dir())
     except ValueError as exc:  # a destination, or a folder on the way, that is a symbolic link
         fail(str(exc))
-    runs = df["run_key"].n_unique() if "run_key" in df.columns else df["run_id"].n_unique()
+    runs = df[run_column(df)].n_unique()
     console.print(f"exported {runs} runs, {df.height} evaluation points → {safe(path)}/")
 
 

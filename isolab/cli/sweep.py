@@ -1,6 +1,7 @@
-"""`isolab sweep plan|run`: iso-compute sweeps from a YAML spec (see `isolab.sweep.spec`).
+"""`isolab sweep plan|run|adaptive`: iso-compute sweeps from a YAML spec (`isolab.sweep.spec`).
 
-Wired into the main CLI with `register(app)`.
+Wired into the main CLI with `register(app)`. `run` is `isolab.sweep.run_sweep` with a progress
+display (`isolab.cli.sweep_progress`); `adaptive` lives in `isolab.cli.sweep_adaptive`.
 A bad spec or option exits 2 with the library's message naming the field and the fix, before
 anything starts: the checks themselves live in `isolab.sweep` (`plan_sweep`, `check_run`), so a
 notebook meets the same ones.
@@ -8,21 +9,15 @@ notebook meets the same ones.
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
 import math
-import signal
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
 from rich.measure import Measurement
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from isolab.cli.common import (
-    LineProgress,
     TrackingUri,
     check_artifacts,
     console,
@@ -31,8 +26,10 @@ from isolab.cli.common import (
     fail,
     safe,
 )
+from isolab.cli.sweep_adaptive import adaptive_cmd
+from isolab.cli.sweep_progress import duration
+from isolab.cli.sweep_spec import SpecPath, load_plan
 from isolab.config import SIZE_GUARD_ENV  # config is light: yaml and pydantic, no torch
-from isolab.vocab import FAILED, FINISHED, KILLED, SKIPPED
 
 if TYPE_CHECKING:  # the sweep package imports torch and MLflow: commands import it when run
     from isolab.sweep import SweepPlan
@@ -43,45 +40,10 @@ sweep_app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-SpecPath = Annotated[Path, typer.Argument(help="Sweep spec YAML (e.g. studies/smoke.yaml).")]
-
 
 def register(app: typer.Typer) -> None:
     """Add the `sweep` sub-commands to the main `isolab` app."""
     app.add_typer(sweep_app, name="sweep")
-
-
-def load_plan(spec_path: Path, probe: bool = False) -> SweepPlan:
-    """Spec → plan, or exit 2 naming the field at fault; `probe`: wall times from a measured
-    probe of the base model on this machine (`isolab.sweep.probe`)."""
-    from isolab.sweep import SpecError, SweepSpec, plan_sweep, split_sizes
-
-    try:
-        spec = SweepSpec.from_yaml(spec_path)
-        if probe:
-            from isolab.sweep.probe import probe_timing
-
-            timing, record = probe_timing(spec.base)
-            m = record["measured"]
-            console.print(
-                f"probe of {safe(spec.base.model)} here ({safe(record['machine'])}): "
-                f"{m['samples']} completions of {m['completion_tokens']} tokens in "
-                f"{m['generate_s']:.2f} s, forward + backward {m['forward_backward_s']:.2f} s, "
-                f"load {m['load_s']:.1f} s → {timing.rollout_s * 1e3:.1f} ms per rollout"
-            )
-            spec = dataclasses.replace(spec, timing=timing)
-        return plan_sweep(spec, split_sizes(spec))
-    except SpecError as exc:
-        fail(f"{spec_path}: {exc}")
-    raise AssertionError  # unreachable: fail raises
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def _values(values: dict) -> str:
@@ -160,6 +122,8 @@ def plan_cmd(
             "it, cached) or give `timing:` in the spec.",
             soft_wrap=False,
         )
+    for source in plan.length_sources:
+        console.print(f"completion lengths, {safe(source, 400)}", soft_wrap=False)
     for gap in self_check_gaps(plan):
         console.print(f"[bold yellow]warning:[/] {safe(gap, 1000)}", soft_wrap=False)
     if not unknown and wall_hours(plan, workers) > MAX_WALL_HOURS:
@@ -177,7 +141,7 @@ def _wall_line(plan: SweepPlan, workers: int) -> str:
         return "estimated wall time unknown"
     sources = sorted({p.timing_source for p in plan.points})
     return (
-        f"estimated wall time {_duration(plan.est_wall_s / max(1, workers))} with {workers} "
+        f"estimated wall time {duration(plan.est_wall_s / max(1, workers))} with {workers} "
         f"worker(s) (timing: {', '.join(sources)})"
     )
 
@@ -203,7 +167,7 @@ def _plan_table(plan: SweepPlan) -> tuple[dict[str, str], Table]:
             "FLOPs": [_flops(p.planned_flops) for p in plan.points],
             "ρ": ["—" if math.isnan(p.rho) else f"{p.rho:.2f}" for p in plan.points],
             "est. wall": [
-                _duration(p.est_wall_s) if p.wall_known else "unknown" for p in plan.points
+                duration(p.est_wall_s) if p.wall_known else "unknown" for p in plan.points
             ],
         }
     )
@@ -262,6 +226,7 @@ def run_cmd(
     Finished run keys are skipped, so the same command resumes the sweep; a run left RUNNING by a dead process, or FAILED, is redone (the old one stays FAILED). The local backend runs points in K worker processes; the ray backend submits each point as a Ray task with the spec's resources (a local Ray instance, or --address with a tracking server).
     """
     from isolab import sweep
+    from isolab.cli.sweep_progress import SweepBars
     from isolab.tracking import resolve_uri
 
     plan = load_plan(spec)
@@ -277,34 +242,48 @@ def run_cmd(
     resume += f" --address {address}" if address else ""
     resume += f" --tracking-uri {tracking_uri}" if tracking_uri else ""
 
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    try:
-        todo, state = sweep.pending(plan, uri, reclaim_remote, limit)
-        reclaimed = sum(len(v) for v in state.stale.values())
-        console.print(
-            f"sweep [bold]{safe(plan.spec.name)}[/]: {len(plan.points)} points · "
-            f"{len(state.finished)} finished (skipped) · {len(state.live)} running elsewhere · "
-            f"{reclaimed} stale RUNNING marked FAILED · [bold]{len(todo)} to run[/] "
-            f"({backend}, {workers} worker(s)) · store {safe(uri)}"
+    with SweepBars(plan, workers) as bars:
+
+        def begin(todo, state) -> None:
+            reclaimed = sum(len(v) for v in state.stale.values())
+            console.print(
+                f"sweep [bold]{safe(plan.spec.name)}[/]: {len(plan.points)} points · "
+                f"{len(state.finished)} finished (skipped) · {len(state.live)} running "
+                f"elsewhere · {reclaimed} stale RUNNING marked FAILED · [bold]{len(todo)} to "
+                f"run[/] ({backend}, {workers} worker(s)) · store {safe(uri)}"
+            )
+            bars.begin(todo, state)
+
+        report = sweep.run_sweep(
+            plan,
+            uri,
+            workers=workers,
+            backend=backend,
+            address=address,
+            limit=limit,
+            reclaim_remote=reclaim_remote,
+            on_pending=begin,
+            on_start=bars.started,
+            on_step=bars.stepped,
+            on_result=bars.ended,
         )
-        outcomes, interrupted = _run_with_progress(
-            sweep.execute, todo, plan, uri, workers, backend, address
-        )
-    except KeyboardInterrupt:
-        outcomes, interrupted = [], True
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    finished = sum(o.status == FINISHED for o in outcomes)
-    if interrupted:
+    _summary(report, resume)
+
+
+def _summary(report, resume: str) -> None:
+    """What the sweep did, and the command that resumes or retries it; exit 130 when
+    interrupted, 1 when runs failed or were killed."""
+    finished = len(report.finished)
+    if report.interrupted:
         err.print(
             f"[yellow]interrupted[/]: {finished} run(s) finished in this session are kept; "
             f"runs cut short are marked KILLED. Resume with:\n  {safe(resume, 1000)}"
         )
         exit_interrupted()
-    failed = [o for o in outcomes if o.status == FAILED]
+    failed = report.failed
     # KILLED without a Ctrl-C here: a worker was stopped by a signal of its own
-    killed = [o for o in outcomes if o.status == KILLED]
-    others = sum(o.status == SKIPPED for o in outcomes)
+    killed = report.killed
+    others = len(report.skipped)
     console.print(
         f"[green]{finished} finished[/], {len(failed)} failed"
         + (f", {len(killed)} killed" if killed else "")
@@ -320,271 +299,4 @@ def run_cmd(
         raise typer.Exit(1)
 
 
-@sweep_app.command("adaptive")
-def adaptive_cmd(
-    spec: SpecPath,
-    workers: Annotated[int, typer.Option("--workers", "-k", help="Runs at once.")] = 1,
-    z: Annotated[
-        float | None,
-        typer.Option(
-            help="Stop an arm below the best by more than z standard errors (default: the "
-            "calibrated rule's, printed at the start)."
-        ),
-    ] = None,
-    grace: Annotated[int | None, typer.Option(help="Rungs judged before any stop.")] = None,
-    judge_from: Annotated[
-        float | None,
-        typer.Option(
-            help="Stop no arm before this share of the budget. The default waits for half: "
-            "an arm that overtakes the leader late is kept (docs/statistics.md); 0 judges from "
-            "the first checkpoint past --grace."
-        ),
-    ] = None,
-    eta: Annotated[
-        float | None,
-        typer.Option(
-            help="Also stop every arm below the top 1/eta of a rung (ASHA's rank cut: it "
-            "ignores the noise, and drops the true best more often; for comparison)."
-        ),
-    ] = None,
-    tracking_uri: TrackingUri = None,
-) -> None:
-    """Run a sweep adaptively: stop the arms worse than the best by more than their noise at each checkpoint, carry on with the rest (successive halving on Ray Tune).
-
-    Every run pauses at each common checkpoint until all live runs reach it; the rung is then judged, the runs of the arms stopped end KILLED with the reason as a tag, the others resume from their checkpoint. It prints the kinds of planted world the rule was validated on and how often it kept their best arm, and says so when the best arm changed within the sweep (an early stop is then not advice about the budget). The same command resumes an interrupted sweep. See docs/statistics.md for the rule and its calibration.
-    """
-    from isolab.sweep.adaptive import StoppingRule
-    from isolab.sweep.adaptive_live import run_adaptive
-    from isolab.tracking import resolve_uri
-
-    plan = load_plan(spec)
-    default = StoppingRule()  # an option not given is the calibrated rule's
-    try:
-        rule = StoppingRule(
-            z=default.z if z is None else z,
-            grace=default.grace if grace is None else grace,
-            eta=eta,
-            judge_from=default.judge_from if judge_from is None else judge_from,
-        )
-    except ValueError as exc:  # its message opens with the field: "eta = inf: …"
-        fail(f"{spec}: option --{str(exc).replace('judge_from', 'judge-from', 1)}")
-    uri = resolve_uri(tracking_uri)
-    check_artifacts(uri, plan.spec.name)
-    console.print(
-        f"adaptive sweep [bold]{safe(plan.spec.name)}[/]: {len(plan.points)} runs, rule "
-        f"{rule.text}, {workers} worker(s) · store {safe(uri)}"
-    )
-    _print_validation(rule)
-
-    def judged(setting, C, decision, stopped) -> None:
-        where = ", ".join(f"{k}={v}" for k, v in setting.items()) or "all"
-        alive = decision.arms.height - len(stopped)
-        line = f"{safe(where)} · rung C = {C:,.0f}: {alive} arm(s) go on"
-        if stopped:
-            line += ", stopped " + ", ".join(sorted(stopped))
-        console.print(line)
-
-    try:
-        report = run_adaptive(plan, tracking_uri, rule=rule, workers=workers, on_rung=judged)
-    except ValueError as exc:
-        fail(f"{spec}: {exc}")
-    except RuntimeError as exc:
-        fail(f"{spec}: {exc}", code=1)
-    except KeyboardInterrupt:
-        resume = _adaptive_command(spec, workers, rule, tracking_uri)
-        err.print(f"[yellow]interrupted[/]: run again to resume:\n  {safe(resume, 1000)}")
-        exit_interrupted()
-    for r in report.settings:
-        _print_setting(r, plan.spec.metric)
-    console.print(
-        f"[green]done[/] in {_duration(report.wall_s)}: {report.spent / report.grid:.0%} of the "
-        "full grid's compute"
-    )
-
-
-def _print_validation(rule) -> None:
-    """What the rule was validated on (planted worlds drawn like the committed nstar sweep)
-    and how often it kept their best arm; a warning where it drops late bloomers."""
-    from isolab.sweep.adaptive_calibration import KEEP_TARGET, validation
-
-    try:
-        checked = validation(rule)
-    except FileNotFoundError as exc:
-        err.print(f"[yellow]rule not validated[/]: {safe(str(exc), 500)}")
-        return
-    console.print(safe(checked.text, 2000))
-    if not checked.keeps_late_bloomers:
-        err.print(
-            f"[yellow]this rule stops late bloomers[/] (best kept in under {KEEP_TARGET:.0%} of "
-            "some split's late-bloomer worlds): an arm it stops early may have overtaken the "
-            "best by the budget, so its stops are not advice about the budget (the default "
-            "rule waits for half the budget)."
-        )
-
-
-def _print_setting(r, metric: str) -> None:
-    """One setting's outcome: the best arm, the compute, each arm; where the best arm changed
-    between rungs, that the optimum moved and that the early stops are not advice."""
-    from isolab.frontier.validate import WITHIN_SE
-    from isolab.sweep.adaptive import leader_path
-
-    where = ", ".join(f"{k}={v}" for k, v in r.setting.items()) or "all"
-    path = leader_path([*r.decisions, r.final] if r.final is not None else r.decisions)
-    console.print(
-        f"{safe(where)}: {safe(r.best_text(metric))} · compute {r.spent:,.0f} of "
-        f"the full grid's {r.grid:,.0f} rollouts ({r.fraction:.0%})"
-    )
-    if path.moved:
-        console.print(
-            f"  [yellow]the optimum moved within this sweep[/]: best {safe(path.text, 1000)}"
-        )
-        stopped = int(r.arms["stopped_at"].is_not_null().sum())
-        if stopped:
-            console.print(
-                f"  that best is the best of the arms run to the budget, not of the grid: "
-                f"{stopped} arm(s) were stopped before it"
-            )
-        for C, gap, se in path.behind:
-            console.print(
-                f"  the best at the budget was behind the best at C = {C:,.0f} by {gap:.3f} "
-                f"(> {WITHIN_SE:g} × {se:.3f}, the SE of the difference): a late bloomer"
-            )
-    for a in r.arms.iter_rows(named=True):
-        if a["stopped_at"] is None:
-            state = "ran to the budget"
-        elif path.moved:
-            state = (
-                f"stopped early at C = {a['stopped_at']:,.0f}, not a verdict at the budget "
-                f"(the optimum moved within the sweep): {a['reason']}"
-            )
-        else:
-            state = f"stopped at C = {a['stopped_at']:,.0f}: {a['reason']}"
-        console.print(f"  {safe(a['arm'])}: {a['last']:.3f} · {safe(state)}")
-
-
-def _adaptive_command(spec: Path, workers: int, rule, tracking_uri: str | None) -> str:
-    """The command that resumes an adaptive sweep: every option given, so that the resumed
-    sweep judges its rungs by the same rule (`--judge-from` where it is not the default)."""
-    from isolab.sweep.adaptive import StoppingRule
-
-    # str(float): the shortest text that reads back as the same number
-    command = f"isolab sweep adaptive {spec} --workers {workers} --z {rule.z} --grace {rule.grace}"
-    if rule.judge_from != StoppingRule.judge_from:
-        command += f" --judge-from {rule.judge_from}"
-    command += f" --eta {rule.eta}" if rule.eta is not None else ""
-    return command + (f" --tracking-uri {tracking_uri}" if tracking_uri else "")
-
-
-def _raise_interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
-
-
-def _run_with_progress(execute, todo, plan: SweepPlan, uri, workers, backend, address):
-    """A line per ended run, each running run's steps, and the sweep's share done with an ETA
-    from the steps so far (`SweepProgress`, which weighs each run by its estimated wall time).
-
-    On a terminal: the sweep's bar with a bar per running run under it. Piped (a log file, CI):
-    a line per quarter of each run's steps and one per ended run, each with the sweep's share
-    and ETA. (The ray backend reports no steps: its runs show when they end.)
-    """
-    from isolab.sweep.point import optimizer_steps
-    from isolab.sweep.runner import SweepProgress
-
-    metric = plan.spec.metric
-    tracker = SweepProgress(todo, workers)
-    live = console.is_terminal
-    bars: Progress | LineProgress = _sweep_bars() if live else LineProgress(every=0.25)
-    running: dict[str, TaskID] = {}  # run key → its bar
-
-    def runs_ended() -> str:
-        return f"{tracker.ended}/{len(todo)} runs"
-
-    def eta() -> str:
-        left = tracker.eta_s()
-        return (
-            f"ETA {_clock(left)}"
-            if left is not None
-            else f"≈ {_duration(tracker.planned_s)} planned"
-        )
-
-    def status() -> str:
-        return f"{runs_ended()} · {tracker.fraction:.0%} · {eta()}"
-
-    with bars:
-        sweep_bar = None
-        if isinstance(bars, Progress):
-            sweep_bar = bars.add_task(safe(plan.spec.name), total=1.0, what="", eta="")
-
-        def refresh() -> None:
-            if sweep_bar is not None:
-                bars.update(sweep_bar, completed=tracker.fraction, what=runs_ended(), eta=eta())
-
-        def on_start(point) -> None:
-            tracker.start(point)
-            label = f"  {safe(point.config.run_name)} seed {point.config.seed}"
-            steps = optimizer_steps(point.config)
-            running[point.run_key] = bars.add_task(
-                label, total=steps, what=f"step 0/{steps}", eta="", info=""
-            )
-            refresh()
-
-        def on_step(point, step: int) -> None:
-            tracker.step(point, step)
-            task = running.get(point.run_key)
-            if task is not None:
-                steps = optimizer_steps(point.config)
-                bars.update(task, completed=step, what=f"step {step}/{steps}", info=status())
-            refresh()
-
-        def on_result(outcome, point) -> None:
-            tracker.end(point)
-            task = running.pop(point.run_key, None)
-            if task is not None:
-                bars.remove_task(task)
-            line = _outcome_line(outcome, point, metric)
-            bars.console.print(line if live else f"{line} · {status()}")
-            refresh()
-
-        refresh()
-        return execute(
-            todo,
-            plan,
-            uri,
-            workers=workers,
-            backend=backend,
-            address=address,
-            on_result=on_result,
-            on_start=on_start,
-            on_step=on_step,
-        )
-
-
-def _sweep_bars() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.fields[what]}"),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[eta]}"),
-        console=console,
-    )
-
-
-def _outcome_line(outcome, point, metric: str) -> str:
-    ok = outcome.status == FINISHED
-    mark = "[green]✓[/]" if ok else f"[red]✗ {outcome.status}[/]"
-    if outcome.status == SKIPPED:
-        mark = f"[dim]· {safe(outcome.error)}[/]"
-    value = "—" if math.isnan(outcome.metric) else f"{outcome.metric:.3f}"
-    line = (
-        f"{mark} {outcome.run_key}  {safe(outcome.run_name)} seed {point.config.seed}  "
-        f"{metric} {value}  {outcome.wall_time_s:.1f} s"
-    )
-    if not ok and outcome.error:
-        line += f"  [red]{safe(outcome.error)}[/]"
-    return line
-
-
-def _clock(seconds: float) -> str:
-    """h:mm:ss, as rich's own time columns print it."""
-    return str(datetime.timedelta(seconds=round(seconds)))
+sweep_app.command("adaptive")(adaptive_cmd)  # after plan and run: `--help` lists them in order

@@ -17,11 +17,12 @@ from isolab.cli.common import (
     err,
     exit_interrupted,
     fail,
+    fit_names,
     load_config,
     progress,
     safe,
 )
-from isolab.vocab import EVAL_AVG, FLOPS_TOTAL
+from isolab.vocab import EVAL_AVG, FLOPS_STEP_PREFIX, FLOPS_TOTAL, RHO
 
 
 def train(
@@ -71,7 +72,7 @@ def _failure_code(exc: Exception, cfg, tracking_uri: str | None, started_ms: int
         cause = cause.__cause__
     try:
         runs = find_runs(cfg.experiment, tracking_uri, run_key=cfg.run_key)
-    except Exception:  # noqa: BLE001 - a store that cannot be read holds no run of ours
+    except Exception:  # a store that cannot be read holds no run of ours
         return 2
     # a second's slack: MLflow's start time and this clock may round differently
     mine = [r for r in runs if (r.info.start_time or 0) >= started_ms - 1000]
@@ -90,9 +91,9 @@ def train_with_progress(cfg, tracking_uri):
         task = bar.add_task(safe(cfg.run_name), total=cfg.M * cfg.num_iterations, info=info)
 
         def on_step(step: int, metrics: dict) -> None:
-            info = f"ρ {metrics.get('compute/rho', 0):.2f}"
+            info = f"ρ {metrics.get(RHO, 0):.2f}"
             if EVAL_AVG in metrics:  # only the steps that evaluated have it
-                info += f" avg@4 {metrics['eval/avg@4']:.3f}"
+                info += f" avg@4 {metrics[EVAL_AVG]:.3f}"
             bar.update(task, completed=step, info=info)
 
         return run_train(cfg, tracking_uri=tracking_uri, on_step=on_step)
@@ -126,12 +127,12 @@ def print_results(rows) -> None:
         spend.add_row(
             safe(cfg.run_name),
             *shares,
-            f"{m.get('flops/total', 0):.2e}",
-            f"{m.get('compute/rho', 0):.2f}",
+            f"{m.get(FLOPS_TOTAL, 0):.2e}",
+            f"{m.get(RHO, 0):.2f}",
             f"{r.wall_time_s:.0f}",
         )
-    console.print(evals)
-    console.print(spend)
+    console.print(fit_names(evals))
+    console.print(fit_names(spend))
 
 
 def flops(
@@ -141,17 +142,25 @@ def flops(
     ] = None,
     completion_len: Annotated[
         float | None,
-        typer.Option(help="Expected completion tokens (default: task's typical length)."),
+        typer.Option(
+            help="Expected completion tokens (default: measured by the store's last runs of the "
+            "model and task, or a probe here; else the cap max_completion_tokens)."
+        ),
     ] = None,
     set_: Overrides = None,
 ) -> None:
     """Print the planned FLOP breakdown of a run (per step and total, ρ) before spending anything."""
     from isolab.planning import plan_config
+    from isolab.sweep.lengths import Lengths, completion_lengths
 
     cfg = load_config(config, set_ or [])
     say_scope(cfg.model)
+    given = Lengths(completion_len, "given (--completion-len)")
+    lengths = given if completion_len is not None else completion_lengths(cfg)
     try:
-        plan = plan_config(cfg, prompt_len=prompt_len, completion_len=completion_len)
+        plan = plan_config(
+            cfg, prompt_len=prompt_len, completion_len=lengths.completion_len, here=True
+        )
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         fail(str(exc))
     title = f"{safe(cfg.run_name)} · M={cfg.M}"
@@ -160,23 +169,16 @@ def flops(
     for k in ("search", "learning", "reward", "total"):
         table.add_row(
             k,
-            f"{plan[f'flops_step/{k}']:.3e}",
+            f"{plan[f'{FLOPS_STEP_PREFIX}{k}']:.3e}",
             f"{plan[f'flops/{k}']:.3e}",
             f"{plan[f'flops/{k}'] / total:.0%}",
         )
     console.print(table)
     console.print(
-        f"ρ = {plan['compute/rho']:.3f} · rollouts = {cfg.rollouts:,} · "
+        f"ρ = {plan[RHO]:.3f} · rollouts = {cfg.rollouts:,} · "
         f"lengths: prompt {plan['prompt_len']:.1f}, completion {plan['completion_len']:.1f} tokens"
     )
-    from isolab.models import is_tiny
-
-    if completion_len is None and not is_tiny(cfg.model):  # tiny: arithmetic's own targets
-        console.print(
-            "completions planned at their cap (max_completion_tokens): an upper bound, as "
-            "models often stop earlier; give --completion-len with a measured mean (TRL's "
-            "completions/mean_length of a run) for a closer plan"
-        )
+    console.print(f"completion length: {safe(lengths.source, 400)}", soft_wrap=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -33,12 +33,20 @@ from isolab.vocab import (
     FLOPS_HW_LEARNING,
     FLOPS_HW_TOTAL,
     FLOPS_LEARNING,
+    FLOPS_PARTS,
+    FLOPS_PREFIX,
     FLOPS_REWARD,
     FLOPS_SEARCH,
+    FLOPS_STEP_LEARNING,
+    FLOPS_STEP_PREFIX,
+    FLOPS_STEP_REWARD,
+    FLOPS_STEP_SEARCH,
+    FLOPS_STEP_TOTAL,
     FLOPS_TOTAL,
     RHO,
     RHO_STEP,
     ROLLOUTS,
+    TIME_REWARD_S,
     TOKENS,
 )
 
@@ -202,10 +210,10 @@ class FlopLedger:
         step_total = step.search + step.learning + step.reward
         run_total = run.search + run.learning + run.reward
         return {
-            "flops_step/search": float(step.search),
-            "flops_step/learning": float(step.learning),
-            "flops_step/reward": float(step.reward),
-            "flops_step/total": float(step_total),
+            FLOPS_STEP_SEARCH: float(step.search),
+            FLOPS_STEP_LEARNING: float(step.learning),
+            FLOPS_STEP_REWARD: float(step.reward),
+            FLOPS_STEP_TOTAL: float(step_total),
             FLOPS_SEARCH: float(run.search),
             FLOPS_LEARNING: float(run.learning),
             FLOPS_REWARD: float(run.reward),
@@ -217,7 +225,7 @@ class FlopLedger:
             TOKENS: float(run.tokens),
             RHO: _rho(run.learning, run_total),
             RHO_STEP: _rho(step.learning, step_total),
-            "time/reward_s": run.reward_s,
+            TIME_REWARD_S: run.reward_s,
         }
 
     # ---- resuming -------------------------------------------------------------------------
@@ -312,9 +320,9 @@ def plan_run(
         ledger.record_reference_forward(seq, logits)
     ledger.record_policy_update(seq, logits, passes=num_iterations)
     step = ledger.end_step(rollouts=generated)
-    plan = {k: v for k, v in step.items() if k.startswith("flops_step/")}
-    for key in ("search", "learning", "reward", "total"):
-        plan[f"flops/{key}"] = M * step[f"flops_step/{key}"]
+    plan = {k: v for k, v in step.items() if k.startswith(FLOPS_STEP_PREFIX)}
+    for part in FLOPS_PARTS:
+        plan[f"{FLOPS_PREFIX}{part}"] = M * step[f"{FLOPS_STEP_PREFIX}{part}"]
     plan[FLOPS_HW_LEARNING] = M * step[FLOPS_HW_LEARNING]
     plan[FLOPS_HW_TOTAL] = M * step[FLOPS_HW_TOTAL]
     plan[RHO] = step[RHO_STEP]

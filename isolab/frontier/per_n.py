@@ -11,7 +11,8 @@ import numpy as np
 import polars as pl
 
 from isolab.frontier.envelope import frontier, record_points
-from isolab.table import CONFIG_COLUMNS, as_float
+from isolab.table import CONFIG_COLUMNS, as_float, run_column
+from isolab.vocab import STEP
 
 
 def best_config(grp: pl.DataFrame, x: str, y: str) -> pl.DataFrame:
@@ -48,11 +49,11 @@ def seed_replicates(
     replicates that all equal the data would give intervals of width zero (the caller falls
     back on resampling the fits' residuals)."""
     cfg = [c for c in CONFIG_COLUMNS if c in df.columns]
-    key = "run_key" if "run_key" in df.columns else "run_id"
-    wide = df.pivot(on="step", index=[*cfg, key], values=y, aggregate_function="mean")
+    key = run_column(df)
+    wide = df.pivot(on=STEP, index=[*cfg, key], values=y, aggregate_function="mean")
     steps = [c for c in wide.columns if c not in (*cfg, key)]
     out = np.full((n_boot, avg.height), np.nan)
-    row_of = {(*(r[c] for c in cfg), r["step"]): r["_row"] for r in avg.iter_rows(named=True)}
+    row_of = {(*(r[c] for c in cfg), r[STEP]): r["_row"] for r in avg.iter_rows(named=True)}
     cells = wide.partition_by(cfg, as_dict=True) if cfg else {(): wide}
     with warnings.catch_warnings():  # a step only one seed reached has no variance: NaN
         warnings.simplefilter("ignore", RuntimeWarning)

@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 
 from isolab.frontier.blas import single_threaded
-from isolab.table import as_float, finite_rows, require, to_polars
+from isolab.table import as_float, finite_rows, require, run_column, to_polars
 from isolab.vocab import DEFAULT_Y, FLOPS_TOTAL, RHO
 
 
@@ -51,7 +51,7 @@ def isoflop_band(df: Any, width: float = 1.5, flops: str = FLOPS_TOTAL) -> tuple
     df = finite_rows(df, flops)
     if df.height == 0:
         raise ValueError(f"no finite {flops}: the runs carry no FLOP ledger (old runs?).")
-    key = "run_key" if "run_key" in df.columns else "run_id"
+    key = run_column(df)
     finals = df.group_by(key).agg(pl.col(flops).max())[flops]
     lo, hi = as_float(finals.min()), as_float(finals.max())
     if hi <= lo * width:
@@ -97,7 +97,7 @@ def rho_frontier(
     lo, hi = float(flops_band[0]), float(flops_band[1])
     if not hi > lo:
         raise ValueError(f"flops_band = {flops_band}: give (lo, hi) with lo < hi.")
-    key = "run_key" if "run_key" in df.columns else "run_id"
+    key = run_column(df)
     shares = [
         (pl.col(f"flops/{c}") / pl.col(FLOPS_TOTAL)).alias(f"share_{c}")
         for c in ("search", "learning", "reward")
@@ -123,7 +123,7 @@ def rho_frontier(
     fits = []
     rng = np.random.default_rng(seed)
     F_range = (
-        f"[{clean['flops/total'].min():.3g}, {clean['flops/total'].max():.3g}]"
+        f"[{clean[FLOPS_TOTAL].min():.3g}, {clean[FLOPS_TOTAL].max():.3g}]"
         if clean.height
         else "(none)"
     )
@@ -332,7 +332,7 @@ def race(
             f"{p.select(pilot.by).rows()}, full has {f.select(full.by).rows()}"
         )
     rate = as_float(table["same"].mean())
-    key = "run_key" if "run_key" in full_df.columns else "run_id"
+    key = run_column(full_df)
 
     def spent(d: pl.DataFrame) -> float:
         return float(d.group_by(key).agg(pl.col(FLOPS_TOTAL).max())[FLOPS_TOTAL].sum())

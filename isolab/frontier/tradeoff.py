@@ -11,7 +11,7 @@ import polars as pl
 
 from isolab.frontier.status import Status
 from isolab.table import check_single_setting, finite_rows, require, to_polars
-from isolab.vocab import DEFAULT_Y
+from isolab.vocab import DEFAULT_Y, STEP
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def tradeoff_fixed_batch(
     interpolated (in log M) on a common log-spaced step grid where all splits have data.
     """
     df = to_polars(df)
-    require(df, y, "n", "B_p", "step")
+    require(df, y, "n", "B_p", STEP)
     check_single_setting(df, "tradeoff_fixed_batch")
     if "B" not in df.columns:
         df = df.with_columns((pl.col("B_p") * pl.col("n")).alias("B"))
@@ -64,9 +64,9 @@ def tradeoff_fixed_batch(
         avail = sorted(df["B"].unique().to_list())
         return fail(f"no runs with B = B_p·n = {B}; batches in the table: {avail}")
     curves = (
-        sel.group_by(["B_p", "n", "step"])
+        sel.group_by(["B_p", "n", STEP])
         .agg(pl.col(y).mean(), pl.len().alias("n_seeds"))
-        .sort(["n", "step"])
+        .sort(["n", STEP])
     )
     splits = curves.select("B_p", "n").unique().sort("n")
     if splits.height < 2:
@@ -76,10 +76,10 @@ def tradeoff_fixed_batch(
     lo, hi = 0.0, math.inf
     series = []
     for b_p, n in splits.iter_rows():
-        c = curves.filter((pl.col("B_p") == b_p) & (pl.col("n") == n) & (pl.col("step") > 0))
+        c = curves.filter((pl.col("B_p") == b_p) & (pl.col("n") == n) & (pl.col(STEP) > 0))
         if c.height == 0:
             return fail(f"split (B_p = {b_p}, n = {n}) has no evaluation after step 0", curves)
-        st, val = c["step"].to_numpy().astype(float), c[y].to_numpy()
+        st, val = c[STEP].to_numpy().astype(float), c[y].to_numpy()
         lo, hi = max(lo, st.min()), min(hi, st.max())
         series.append((b_p, n, st, val))
     if not hi > lo:
@@ -90,7 +90,7 @@ def tradeoff_fixed_batch(
     best = np.argmax(Rg, axis=0)
     per_step = pl.DataFrame(
         {
-            "step": grid,
+            STEP: grid,
             "B_p": [names[i][0] for i in best],
             "n": [names[i][1] for i in best],
             y: Rg[best, np.arange(len(grid))],

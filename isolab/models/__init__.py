@@ -12,6 +12,7 @@ Modules: `tiny` (specs and shapes of the tiny presets, `tiny-chat` among them), 
 `reward` (tiny ORM/PRM, hub reward models, and the configs the ledger charges).
 """
 
+from isolab.models.loading import check_source, load
 from isolab.models.tiny import (
     CHAT_PRESETS,
     REAL_PRESETS,
@@ -38,12 +39,10 @@ from isolab.models.weights import (
     BUILD_INFO,
     WEIGHTS,
     build,
-    check_source,
     current_digest,
     digest,
     install_shipped,
     list_models,
-    load,
     model_dir,
     reward_model_dir,
     save_atomically,

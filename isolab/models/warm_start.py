@@ -27,6 +27,7 @@ from isolab.tasks.arithmetic import (
     sample_problem,
     verify_raw,
 )
+from isolab.vocab import STEP
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ def warm_start(spec: TinySpec, progress: Callable[[int, int, str], None] | None 
         status = f"loss {loss_value:.3f}"
         if step >= target.first_probe and step % target.probe_every == 0:
             shares = probe(model)
-            probes.append({"step": step, "loss": round(loss_value, 5), **shares})
+            probes.append({STEP: step, "loss": round(loss_value, 5), **shares})
             status += f" · easy {shares['easy']:.0%} hard {shares['hard']:.0%}"
             gap = target.distance(shares)
             if best is None or gap < best[0]:
@@ -96,7 +97,7 @@ def warm_start(spec: TinySpec, progress: Callable[[int, int, str], None] | None 
         if progress is not None:
             progress(step, spec.max_sft_steps, status)
     met = bool(probes) and target.met(probes[-1])
-    stop_step = probes[-1]["step"] if met else (best[1] if best else spec.max_sft_steps)
+    stop_step = probes[-1][STEP] if met else (best[1] if best else spec.max_sft_steps)
     if not met and best is not None:
         model.load_state_dict(best[2])
         log.warning(
@@ -109,7 +110,7 @@ def warm_start(spec: TinySpec, progress: Callable[[int, int, str], None] | None 
         "sft_steps": stop_step,
         "final_sft_loss": loss_value
         if met
-        else next(p["loss"] for p in probes if p["step"] == stop_step),
+        else next(p["loss"] for p in probes if p[STEP] == stop_step),
         "target_met": met,
         "probes": probes,
     }

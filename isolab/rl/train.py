@@ -6,8 +6,9 @@ healthy recipe, and adds one callback that evaluates at the chosen steps and wri
 to MLflow. A thin trainer subclass only *observes* what TRL computes (token counts of rollouts
 and update batches) to feed the ledger; it changes no part of the algorithm but the opt-in
 dynamic sampling (`search_oversample` k: k·B rollouts generated per step, B trained on). Those
-hooks are `isolab.rl.trainer`'s; this module maps the config (`grpo_args`), prepares the
-problems and the model (`prepare`) and runs and logs the whole (`train`).
+hooks are `isolab.rl.trainer`'s and the callback `isolab.rl.callback`'s; `isolab.rl.prepare`
+maps the config (`grpo_args`) and prepares the problems and the model (`prepare`); this module
+runs and logs the whole (`train`), on one process or K (`launch`).
 """
 
 from __future__ import annotations
@@ -31,26 +32,27 @@ import torch
 
 from isolab import difficulty, models
 from isolab.compute.ledger import FlopLedger
-from isolab.compute.shapes import LORA_TARGETS, lora_spec
-from isolab.config import RunConfig, is_user_reward, reward_parts
+from isolab.compute.shapes import lora_spec
+from isolab.config import RunConfig
 from isolab.models.reward import reward_model_config_for
 from isolab.rl import engines, ranks, vllm_cpu
 from isolab.rl.evaluate import Evaluator
-from isolab.rl.rewards import PREFLIGHT_PROBLEMS, get_rewards, preflight, prm, reward_dataset
+from isolab.rl.prepare import grpo_args, max_prompt_tokens, peft_config, preflight_problems, prepare
+from isolab.rl.rewards import get_rewards, prm
 from isolab.rl.trainer import (
     Checkpointing,
     Suspended,
     check_checkpointable,
-    make_callback,
     make_trainer_class,
     read_state,
     timed_reward,
 )
-from isolab.tasks import TRAIN_SAMPLE, Task, eval_set_problems
-from isolab.tasks.base import as_text
+from isolab.rl.user_rewards import preflight, reward_dataset
+from isolab.tasks import TRAIN_SAMPLE, eval_set_problems
 from isolab.tracking import BASE_DIGEST_TAG, PARENT_ENV, RunLogger
+from isolab.tracking.columns import counts_artifact
 from isolab.tracking.describe import point_name
-from isolab.vocab import EVAL_SET_PREFIX
+from isolab.vocab import RUN_ID
 
 log = logging.getLogger(__name__)
 
@@ -66,125 +68,6 @@ class RunResult:
     base_eval: dict[str, float] = field(default_factory=dict)
     final_eval: dict[str, float] = field(default_factory=dict)
     final_metrics: dict[str, float] = field(default_factory=dict)
-
-
-def grpo_args(
-    cfg: RunConfig,
-    output_dir: str,
-    max_completion_tokens: int,
-    max_prompt_tokens: int = 32,
-    max_positions: int | None = None,
-):
-    """The `GRPOConfig` of a run: the mapping from isolab's names to TRL's. vLLM's context is
-    the longest prompt plus the completion cap, within the model's positions. TRL loads the
-    reference model and vLLM its copy of the policy itself, trusting the model's own code as
-    the run config says (`trust_remote_code`)."""
-    from trl import GRPOConfig
-
-    cuda = torch.cuda.is_available()
-    context = max_prompt_tokens + max_completion_tokens
-    generation = (
-        engines.vllm_grpo_args(cfg, min(context, max_positions or context))
-        if engines.engine(cfg) == "vllm"
-        else {"use_vllm": False}
-    )
-    return GRPOConfig(
-        output_dir=output_dir,
-        # One optimizer step consumes one generation batch of B = B_p·n completions, B/K on
-        # each of the run's K processes (`RunConfig.processes`).
-        per_device_train_batch_size=cfg.B // cfg.processes,
-        gradient_accumulation_steps=1,
-        num_generations=cfg.n,
-        num_iterations=cfg.num_iterations,
-        max_steps=cfg.M * cfg.num_iterations,
-        max_completion_length=max_completion_tokens,
-        temperature=cfg.temperature,
-        learning_rate=cfg.lr,
-        lr_scheduler_type="constant",
-        warmup_steps=0,
-        weight_decay=0.0,
-        max_grad_norm=cfg.max_grad_norm,
-        gradient_checkpointing=cfg.gradient_checkpointing,
-        beta=cfg.resolved_beta,
-        entropy_coef=cfg.resolved_entropy_coef,
-        seed=cfg.seed,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        disable_tqdm=True,
-        use_cpu=not cuda,
-        bf16=cuda,
-        **generation,
-        dataloader_num_workers=0,
-        log_completions=False,
-        trust_remote_code=cfg.trust_remote_code,
-        **cfg.extra.get("grpo", {}),
-    )
-
-
-def max_prompt_tokens(task: Task, problems, tokenizer) -> int:
-    """Longest prompt of the training problems in tokens (vLLM sizes its context by it)."""
-    texts = [as_text(task.prompt(p), tokenizer) for p in problems]
-    return max((len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts), default=1)
-
-
-def preflight_problems(cfg: RunConfig, task: Task) -> list:
-    """A few of the task's problems for the pre-flight call of a reward of the user's, read
-    without a model: a card's training rows, drawn sums, GSM8K's or MATH-500's rows from a
-    `data_dir` (none from the hub: a run whose splits are cached may never need it)."""
-    if not any(is_user_reward(part) for part in reward_parts(cfg.reward)):
-        return []
-    if cfg.task in ("gsm8k", "math500") and cfg.data_dir is None:
-        return []
-    split = "test" if cfg.task == "math500" else "train"
-    return task.problems(
-        split=split, data_dir=cfg.data_dir, limit=PREFLIGHT_PROBLEMS, seed=cfg.seed
-    )
-
-
-def prepare(cfg: RunConfig):
-    """Model, tokenizer, task, splits: everything a run needs before it can be logged.
-
-    A model that ships its own code loads only with `cfg.trust_remote_code`; a chat task needs
-    a model with a chat template. Both are refused here, before the run exists."""
-    model_name = cfg.model
-    trust = cfg.trust_remote_code
-    task = difficulty.task_for(model_name, cfg.task, run_code=trust)
-    if cfg.split == "all":
-        train_problems, val_problems = difficulty.unlabelled(
-            cfg.task, cfg.pool_size, cfg.eval_problems, data_dir=cfg.data_dir
-        )
-    else:
-        splits = difficulty.load_or_label(
-            model_name, cfg.task, cfg.pool_size, data_dir=cfg.data_dir, trust_remote_code=trust
-        )
-        train_problems = splits.train(cfg.split)
-        val_problems = splits.val(cfg.split)
-    val_problems = val_problems[: cfg.eval_problems]
-    if cfg.train_limit is not None:
-        train_problems = train_problems[: cfg.train_limit]
-    if len(train_problems) < cfg.problems_per_step:
-        per_step = (
-            f"B_p = {cfg.B_p}"
-            if cfg.search_oversample == 1
-            else f"search_oversample·B_p = {cfg.problems_per_step}"
-        )
-        raise ValueError(
-            f"split {cfg.split!r} of {model_name} has {len(train_problems)} training problems but "
-            f"{per_step} problems per step: lower B_p or raise pool_size (now {cfg.pool_size})."
-        )
-    if not val_problems:
-        raise ValueError(
-            f"split {cfg.split!r} has no validation problems: raise pool_size (now {cfg.pool_size})."
-        )
-    model, tok = models.load(model_name, trust_remote_code=trust)
-    if task.style == "chat" and tok.chat_template is None:
-        raise ValueError(
-            f"model: {model_name} has no chat template, but task {cfg.task!r} prompts every "
-            "model but the tiny presets with chat messages: give an instruct model (a "
-            "chat_template in its tokenizer_config.json, or a chat_template.jinja)."
-        )
-    return model, tok, task, train_problems, val_problems
 
 
 def train(
@@ -265,11 +148,11 @@ def train(
     if not main:
         logger = cast(RunLogger, _Silent())
     elif resumed is not None:  # the same MLflow run, from the step it was suspended at
-        logger = RunLogger.attach(resumed["run_id"], name, cfg.resolved(), tracking_uri)
+        logger = RunLogger.attach(resumed[RUN_ID], name, cfg.resolved(), tracking_uri)
     else:
         logger = RunLogger(cfg.experiment, name, cfg.run_key, tracking_uri)
     status: str | None = "FAILED"
-    state: dict[str, Any] = dict(resumed["results"]) if resumed else {}
+    results: dict[str, Any] = {}  # the callback's, once it exists
     try:
         if resumed is not None:  # params, tags and splits were logged as the run began
             ledger.load_state_dict(resumed["ledger"])
@@ -283,11 +166,19 @@ def train(
             evaluator.load_state_dict(resumed["evaluator"])
         if checkpointing is not None:
             args.save_total_limit = 1  # the hook takes each checkpoint away (a copy) as it comes
-        trainer_ref: dict[str, Any] = {}
-        callback = make_callback(
-            trainer_ref, cfg, evaluator, logger, ledger, max_new, state,
-            on_step if main else None, checkpointing, resumed,
-        )  # fmt: skip
+        from isolab.rl.callback import IsolabCallback  # imports transformers: not at start-up
+
+        callback = IsolabCallback(
+            cfg,
+            evaluator,
+            logger,
+            ledger,
+            max_new,
+            on_step=on_step if main else None,
+            checkpointing=checkpointing,
+            resumed=resumed,
+        )
+        results = callback.results
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             trainer = make_trainer_class(engine == "vllm")(
@@ -297,7 +188,7 @@ def train(
                 train_dataset=dataset,
                 processing_class=tok,
                 callbacks=[callback],
-                peft_config=_peft_config(cfg),
+                peft_config=peft_config(cfg),
             )
             from transformers import PrinterCallback
 
@@ -311,27 +202,19 @@ def train(
                 }
             )
             trainer.search_oversample = cfg.search_oversample  # read when train() starts
-            trainer_ref["trainer"] = trainer
+            callback.trainer = trainer
             if vllm_on_cpu:  # vLLM serves the weights of each sync, whatever its kernels
                 gemm = vllm_cpu.follow_syncs(trainer.vllm_generation)
                 logger.set_tags({"isolab.vllm_gemm": vllm_cpu.describe(gemm)})
             trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
-        logger.log_dict(
-            {
-                "problem_ids": evaluator.ids,
-                "n_samples": cfg.eval_k_samples,
-                "correct_counts_by_step": evaluator.history,
-            },
-            "eval/per_problem_counts.json",
-        )
-        for name, extra in evaluator.sets.items():
+        for eval_set, part in [(None, evaluator), *evaluator.sets.items()]:
             logger.log_dict(
                 {
-                    "problem_ids": extra.ids,
+                    "problem_ids": part.ids,
                     "n_samples": cfg.eval_k_samples,
-                    "correct_counts_by_step": extra.history,
+                    "correct_counts_by_step": part.history,
                 },
-                f"{EVAL_SET_PREFIX}{name}/per_problem_counts.json",
+                counts_artifact(eval_set),
             )
         status = "FINISHED"
     except KeyboardInterrupt:
@@ -351,9 +234,9 @@ def train(
         run_key=cfg.run_key,
         status=status,
         wall_time_s=time.perf_counter() - t0,
-        base_eval=state.get("base_eval", {}),
-        final_eval=state.get("last_eval", {}),
-        final_metrics=state.get("last_metrics", {}),
+        base_eval=results.get("base_eval", {}),
+        final_eval=results.get("last_eval", {}),
+        final_metrics=results.get("last_metrics", {}),
     )
 
 
@@ -382,20 +265,6 @@ class _Silent:
 
     def __getattr__(self, name: str):
         return lambda *args, **kwargs: None
-
-
-def _peft_config(cfg: RunConfig):
-    if not cfg.lora_rank:
-        return None
-    from peft import LoraConfig
-
-    return LoraConfig(
-        r=cfg.lora_rank,
-        lora_alpha=2 * cfg.lora_rank,
-        target_modules=list(LORA_TARGETS),
-        lora_dropout=0.0,
-        task_type="CAUSAL_LM",
-    )
 
 
 # ---- one run on K processes (`RunConfig.processes`) ------------------------------------------

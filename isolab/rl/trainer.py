@@ -6,16 +6,15 @@ but one opt-in, dynamic sampling (`RunConfig.search_oversample`).
   with `search_oversample` k > 1 it also draws k·B_p problems per step, generates and scores
   them all, and hands TRL's own scoring the B_p groups `isolab.rl.dynamic_sampling` keeps;
 - `timed_reward`: a reward function's wall time, and a reward model's forward passes, to the ledger;
-- `make_callback`: the step callback that closes each ledger step, evaluates at the chosen
-  steps, writes every metric to MLflow and honours a stop request.
+- `Checkpointing`: how a caller suspends a run at its evaluations and resumes it.
 
+The step callback that closes each ledger step, evaluates and logs is `isolab.rl.callback`'s;
 `isolab.rl.train` puts them together for one run.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,24 +24,9 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from isolab.compute.ledger import FlopLedger
-from isolab.compute.peak import device_peak, raised_peak
-from isolab.config import RunConfig, reward_parts
-from isolab.rl import engines, ranks
+from isolab.config import RunConfig
+from isolab.rl import engines
 from isolab.rl.dynamic_sampling import select_groups, selection_metrics
-from isolab.rl.evaluate import Evaluator
-from isolab.stop import STOP
-from isolab.tracking import RunLogger
-from isolab.vocab import (
-    FLOPS_EVAL,
-    FLOPS_JUDGE,
-    FLOPS_TOTAL,
-    LR_SUM,
-    MFU_LEARNING,
-    MFU_RUN,
-    MFU_SEARCH,
-    MFU_STEP,
-    ROLLOUTS,
-)
 
 if TYPE_CHECKING:
     from isolab.rl.rewards import PricedReward
@@ -234,7 +218,7 @@ def timed_reward(fn: Callable, ledger: FlopLedger) -> Callable:
 STATE_FILE = "isolab_state.json"
 
 
-class Suspended(BaseException):  # noqa: N818 - not an error: the caller suspended the run
+class Suspended(BaseException):  # not an error: the caller suspended the run
     """Raised by a `Checkpointing.at_eval` hook whose caller suspends the run at the checkpoint
     it was just given (an adaptive sweep pauses it until its rung is judged, or stops its
     arm): `train` leaves the MLflow run open, for the caller to resume or end."""
@@ -278,229 +262,3 @@ def read_state(checkpoint: Path) -> dict[str, Any]:
             "a directory that `Checkpointing.at_eval` was given."
         )
     return json.loads(path.read_text())
-
-
-def make_callback(
-    trainer_ref: dict,
-    cfg: RunConfig,
-    evaluator: Evaluator,
-    logger: RunLogger,
-    ledger: FlopLedger,
-    max_new_tokens: int,
-    results: dict,
-    on_step: Callable[[int, dict], None] | None,
-    checkpointing: Checkpointing | None = None,
-    resumed: dict[str, Any] | None = None,
-):
-    """The run's `TrainerCallback`: evaluates the base model at step 0, closes the ledger's step
-    after each optimizer step, evaluates when `evaluator.due`, and logs it all to MLflow.
-    With `checkpointing`, the trainer saves its state after each evaluation but the last and
-    `checkpointing.at_eval` is called with it; `resumed` (a checkpoint's `STATE_FILE`) restores
-    the clock and skips the base evaluation, done before the run was suspended.
-
-    `trainer_ref["trainer"]` is filled in once the trainer exists (it is built with this
-    callback, so it cannot be passed in); `results` collects what `train` returns (`base_eval`,
-    `last_eval`, `last_metrics`) and the cumulative sampling time. `on_step(step, metrics)`
-    is the caller's progress hook (the command line's progress bar).
-    """
-    from transformers import TrainerCallback
-
-    total_steps = cfg.M * cfg.num_iterations
-
-    main = ranks.is_main()  # of a run's processes, the first evaluates (and logs)
-    clock = _MfuClock(charged_reward="proxy-prm" in reward_parts(cfg.reward))
-    saving: dict[str, Any] = {}  # the evaluation a checkpoint is being saved for
-
-    class IsolabCallback(TrainerCallback):
-        def on_train_begin(self, args, state, control, model=None, **kw):
-            clock.start(logger)
-            if resumed is not None:  # the base model was evaluated before the run was suspended
-                clock.load_state_dict(resumed["clock"])
-                clock.restart()
-                return
-            if not main:
-                ranks.barrier()  # while the first process evaluates the base model
-                clock.restart()
-                return
-            metrics = evaluator(model, 0, max_new_tokens)
-            results["base_eval"] = metrics
-            results["last_eval"] = metrics
-            start = {ROLLOUTS: 0.0, FLOPS_TOTAL: 0.0, LR_SUM: 0.0, **_eval_flops(ledger, cfg)}
-            logger.log_metrics({**metrics, **start}, step=0)
-            logger.flush()
-            ranks.barrier()
-            clock.restart()  # evaluation is not training time
-
-        def on_step_begin(self, args, state, control, optimizer=None, **kw):
-            # Σlr: the learning rate this optimizer step applies, summed (kept in `results`,
-            # which a checkpoint saves, so a resumed run continues the sum)
-            if optimizer is not None:
-                lr = float(optimizer.param_groups[0]["lr"])
-                results["lr_sum"] = results.get("lr_sum", 0.0) + lr
-
-        def on_step_end(self, args, state, control, model=None, **kw):
-            if STOP.is_set():  # a stop request whose KeyboardInterrupt something swallowed
-                raise KeyboardInterrupt
-            trainer = trainer_ref["trainer"]
-            rollouts, completion_tokens = trainer.rollouts_since_step, trainer.completion_tokens
-            search_s, step_s = trainer.search_time_s, clock.lap()
-            if ranks.world_size() > 1:  # each process saw its slice: the step is their sum
-                ledger.merge_step(ranks.sum_ints, ranks.max_floats)
-                rollouts, completion_tokens = ranks.sum_ints([rollouts, completion_tokens])
-                # the step waits for the slowest process
-                search_s, step_s = ranks.max_floats([search_s, step_s])
-            trainer.rollouts_since_step = 0
-            step = state.global_step
-            metrics = ledger.end_step(rollouts)
-            results["search_s"] = results.get("search_s", 0.0) + search_s
-            trainer.search_time_s = 0.0
-            metrics["time/search_s"] = results["search_s"]
-            if results["search_s"] > 0:
-                metrics["throughput/completion_tokens_per_s"] = (
-                    completion_tokens / results["search_s"]
-                )
-            metrics.update(clock.mfu(metrics, step_s, search_s))
-            cum_rollouts = int(metrics[ROLLOUTS])
-            due = evaluator.due(step, cum_rollouts, step >= total_steps)  # same on every process
-            if main and due:
-                ev = evaluator(model, step, max_new_tokens)
-                results["last_eval"] = ev
-                metrics = {**metrics, **ev, **_eval_flops(ledger, cfg)}
-                metrics[LR_SUM] = results.get("lr_sum", 0.0)
-                logger.log_metrics(metrics, step=step)
-                logger.flush()  # an evaluation point is a finished result: never lose it
-                if checkpointing is not None and step < total_steps:
-                    control.should_save = True  # `on_save` hands the checkpoint over
-                    saving["metrics"] = metrics
-            else:
-                logger.log_metrics(metrics, step=step)
-            results["last_metrics"] = metrics
-            if on_step is not None:
-                on_step(step, metrics)
-            if due:  # the other processes wait for the first one's evaluation
-                ranks.barrier()
-            clock.restart()  # evaluation and logging are not training time
-
-        def on_save(self, args, state, control, **kw):
-            if checkpointing is None or "metrics" not in saving:
-                return
-            metrics = saving.pop("metrics")
-            path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-            saved = {
-                "run_id": logger.run_id,
-                "step": state.global_step,
-                "ledger": ledger.state_dict(),
-                "evaluator": evaluator.state_dict(),
-                "results": {k: v for k, v in results.items() if k != "last_metrics"},
-                "clock": clock.state_dict(),
-            }
-            (path / STATE_FILE).write_text(json.dumps(saved))
-            logger.flush()  # TRL's metrics of this step too: the checkpoint holds all before it
-            checkpointing.at_eval(state.global_step, path, metrics)
-            clock.restart()  # the hand-over is not training time
-
-        def on_log(self, args, state, control, logs=None, **kw):
-            # TRL's own metrics (reward, completion lengths, KL, …) beside isolab's; a value
-            # that is not a finite number (text, NaN) is not a metric MLflow can plot: dropped
-            numeric = {
-                k: v
-                for k, v in (logs or {}).items()
-                if isinstance(v, (int, float)) and math.isfinite(v)
-            }
-            logger.log_metrics(numeric, step=state.global_step)
-
-    return IsolabCallback()
-
-
-class _MfuClock:
-    """Training wall time step by step (evaluation and logging left out) and the MFU it gives
-    against the run's peak: every process's device peak summed (`isolab.compute.peak`)."""
-
-    def __init__(self, charged_reward: bool = False) -> None:
-        self.peak: float | None = None
-        self.t = time.perf_counter()
-        self.train_s = 0.0
-        self.reward_s = 0.0
-        #: a reward whose FLOPs are charged but never run (proxy-prm): not part of any rate
-        self.charged_reward = charged_reward
-        self.ran_total = 0.0
-
-    def start(self, logger: RunLogger) -> None:
-        """Find the peak (a collective when the run has several processes) and tag the run."""
-        cuda = torch.cuda.is_available()
-        found = device_peak(
-            "bf16" if cuda else "fp32", torch.cuda.get_device_name() if cuda else None
-        )
-        peak = found.flops_per_s
-        known, total = ranks.sum_ints([peak is not None, int(peak or 0)])
-        if known == ranks.world_size():  # every process's device has a peak
-            self.peak = float(total)
-        logger.set_tags(
-            {
-                "isolab.peak_flops_per_s": f"{self.peak:.4g}" if self.peak else "unknown",
-                "isolab.peak_source": found.source
-                + (
-                    f", summed over {ranks.world_size()} processes"
-                    if ranks.world_size() > 1
-                    else ""
-                ),
-            }
-        )
-
-    def restart(self) -> None:
-        self.t = time.perf_counter()
-
-    def state_dict(self) -> dict[str, Any]:
-        """What a resumed run's MFU carries on from (`Checkpointing`)."""
-        keys = ("peak", "train_s", "reward_s", "ran_total")
-        return {k: getattr(self, k) for k in keys}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.peak = max(self.peak or 0.0, state["peak"] or 0.0) or None
-        self.train_s, self.reward_s, self.ran_total = (
-            state["train_s"], state["reward_s"], state["ran_total"]
-        )  # fmt: skip
-
-    def lap(self) -> float:
-        """Seconds since the last `restart`: the step just finished."""
-        return time.perf_counter() - self.t
-
-    def mfu(self, metrics: dict[str, float], step_s: float, search_s: float) -> dict[str, float]:
-        """The step's MFU, its search and learning parts (learning's time: the step's, less
-        search and reward, so TRL's own overhead counts against it), and the run's so far."""
-        reward_s = metrics["time/reward_s"] - self.reward_s
-        self.reward_s = metrics["time/reward_s"]
-        self.train_s += step_s
-        if not self.peak or step_s <= 0:
-            return {}
-        learning_s = step_s - search_s - reward_s
-        charged = metrics["flops_step/reward"] if self.charged_reward else 0.0
-        ran = metrics["flops_step/total"] - charged  # FLOPs that ran this step
-        self.ran_total += ran
-        # a measured rate is one the device reaches: it raises the peak (MFU ≤ 1)
-        self.peak = raised_peak(self.peak, ran, step_s, MFU_STEP)
-        if search_s > 0:
-            self.peak = raised_peak(self.peak, metrics["flops_step/search"], search_s, MFU_SEARCH)
-        if learning_s > 0:
-            self.peak = raised_peak(
-                self.peak, metrics["flops_step/learning"], learning_s, MFU_LEARNING
-            )
-        out = {
-            MFU_STEP: ran / (step_s * self.peak),
-            MFU_RUN: self.ran_total / (self.train_s * self.peak),
-        }
-        if search_s > 0:
-            out[MFU_SEARCH] = metrics["flops_step/search"] / (search_s * self.peak)
-        if learning_s > 0:
-            out[MFU_LEARNING] = metrics["flops_step/learning"] / (learning_s * self.peak)
-        return out
-
-
-def _eval_flops(ledger: FlopLedger, cfg: RunConfig) -> dict[str, float]:
-    """Cumulative evaluation FLOPs, and the evaluation judge's where the run has one: logged
-    apart (`flops/eval`, `flops/judge`), never part of `flops/total`."""
-    state = ledger.state_dict()
-    out = {FLOPS_EVAL: float(state["eval"])}
-    if cfg.eval_judge:
-        out[FLOPS_JUDGE] = float(state["judge"])
-    return out

@@ -7,7 +7,7 @@ resource schedule of successive halving (Jamieson & Talwalkar 2016; ASHA, Li et 
 `judge_rung` stops an arm when its seed-mean reward is below the best arm's by more than
 ``z · √(se_best² + se_arm²)``, each ``se = SD / √seeds`` with SD one run's noise at that rung:
 the spread between seeds pooled over the arms with two or more, never below the evaluation's
-binomial noise √(R(1−R)/(P·K)) that the spread contains (`isolab.frontier.validate.budget_noise`
+binomial noise √(R(1−R)/(P·K)) that the spread contains (`isolab.frontier.evidence.budget_noise`
 and `with_standard_errors`, the noise by which `recommend` calls options within noise). Nothing
 is stopped before rung `grace`, nor before `judge_from` of the budget (the last checkpoint), nor
 at the budget itself (every arm has spent it by then); `eta` adds ASHA's rank cut (keep the top
@@ -46,7 +46,7 @@ from fractions import Fraction
 import numpy as np
 import polars as pl
 
-from isolab.frontier.validate import (
+from isolab.frontier.evidence import (
     ALLOCATION,
     WITHIN_SE,
     Noise,

@@ -26,49 +26,43 @@ the store records stand whatever that judgement says, and a run tagged stopped i
 resumed or trained again. A run with a checkpoint copy carries on from it in its MLflow run
 (evaluations it logged after that checkpoint are logged again, at the same steps), once the
 rung of its checkpoint is judged; any other run starts over.
+
+The parts: the trial (`isolab.sweep.adaptive_trial`), the scheduler
+(`isolab.sweep.adaptive_scheduler`) and the runs' MLflow records
+(`isolab.sweep.adaptive_records`); this module plans the settings, runs each on Tune and sums
+it up.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
 import logging
 import math
 import os
-import shutil
 import tempfile
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from isolab.config import RunConfig
-from isolab.frontier.validate import ALLOCATION, WITHIN_SE
-from isolab.rl.trainer import STATE_FILE, check_checkpointable
+from isolab.frontier.evidence import ALLOCATION, WITHIN_SE
+from isolab.rl.trainer import check_checkpointable
 from isolab.sweep.adaptive import RungDecision, StoppingRule, arm_label, judge_rung
-from isolab.sweep.adaptive_tune import EVAL_SIZE, AdaptiveScheduler, Stop
+from isolab.sweep.adaptive_records import _Marks, _store_state
+from isolab.sweep.adaptive_scheduler import LiveScheduler
+from isolab.sweep.adaptive_trial import live_trainable
+from isolab.sweep.adaptive_tune import EVAL_SIZE
 from isolab.sweep.plan import GridPoint, SweepPlan
 from isolab.sweep.resume import adaptive_storage
 from isolab.table import RUN_KEY
-from isolab.tracking.tags import SCHEDULED, STOPPED_AT_TAG
-from isolab.tracking.tags import STOP_REASON_TAG as REASON_TAG
-from isolab.vocab import DEFAULT_X, FINISHED, KILLED, ROLLOUTS
 
 log = logging.getLogger(__name__)
 
 RULE_TAG = "isolab.adaptive.rule"
 FRACTION_TAG = "isolab.adaptive.compute_fraction"
-#: In a trial's last report: its run has ended (FINISHED), so the scheduler never pauses it.
-DONE_KEY = "isolab/run_ended"
-#: A resumed run's first report: the evaluation its checkpoint holds, reported again before it
-#: trains (`live_trainable`), so the rung decides whether it waits, stops or goes on.
-REPLAY_KEY = "isolab/replayed"
-#: The report a checkpoint was taken at, kept beside it (`live_trainable`).
-REPORT_FILE = "isolab_report.json"
 THREAD_TIMEOUT_ENV = "TUNE_FUNCTION_THREAD_TIMEOUT_S"
 
 
@@ -170,320 +164,6 @@ def _points_frame(points: Sequence[GridPoint]) -> pl.DataFrame:
             for p in points
         ]
     )
-
-
-class _Marks:
-    """The scheduler's decisions, written to the runs' MLflow records (driver side)."""
-
-    def __init__(self, experiment: str, uri: str, checkpoints: Path, arm_runs: dict[str, list]):
-        from isolab.tracking import client
-
-        self.experiment, self.uri, self.checkpoints = experiment, uri, checkpoints
-        self.client = client(uri)
-        self.arm_runs = arm_runs
-        self._ids: dict[str, str] = {}  # run key → its MLflow run, once it has one
-
-    def run_id(self, run_key: str) -> str | None:
-        from isolab.tracking import find_runs
-
-        if run_key not in self._ids:
-            runs = find_runs(self.experiment, self.uri, run_key=run_key)
-            if not runs:
-                return None
-            self._ids[run_key] = runs[0].info.run_id
-        return self._ids[run_key]
-
-    def paused(self, run_key: str) -> None:
-        run_id = self.run_id(run_key)
-        if run_id is not None:
-            with contextlib.suppress(Exception):  # a status for the UI: never fatal
-                self.client.update_run(run_id, status=SCHEDULED)
-
-    def interrupted(self, run_keys: list[str]) -> None:
-        """Runs cut short by Ctrl-C end KILLED (their checkpoint copies stay: a rerun carries
-        on from them, in the same MLflow run)."""
-        for run_key in run_keys:
-            run_id = self.run_id(run_key)
-            if run_id is None:
-                continue
-            if self.client.get_run(run_id).info.status in ("RUNNING", SCHEDULED):
-                self.client.set_terminated(run_id, status=KILLED)
-
-    def stopped(self, arm: str, stop: Stop) -> None:
-        """The arm's runs end KILLED, tagged with the rung and the reason. The tags come first,
-        in one write, and the checkpoint goes last: whatever order an interruption cuts this
-        in, the store says the run stopped, or the run can be judged again from its checkpoint;
-        never a run with neither, which a resume would train from scratch."""
-        from mlflow.entities import RunTag
-
-        from isolab.tracking.interrupts import interrupts_deferred
-
-        for run_key in self.arm_runs[arm]:
-            run_id = self.run_id(run_key)
-            run = self.client.get_run(run_id) if run_id is not None else None
-            status = run.info.status if run is not None else FINISHED
-            # written once: a resume that finds the stop recorded leaves the run as it is
-            recorded = status == KILLED and run is not None and STOPPED_AT_TAG in run.data.tags
-            if run_id is not None and status != FINISHED and not recorded:
-                tags = [RunTag(STOPPED_AT_TAG, f"{stop.C:.0f}"), RunTag(REASON_TAG, stop.reason)]
-                with interrupts_deferred():
-                    self.client.log_batch(run_id, tags=tags)
-                    self.client.set_terminated(run_id, status=KILLED)
-            shutil.rmtree(self.checkpoints / run_key, ignore_errors=True)
-
-
-class LiveScheduler(AdaptiveScheduler):
-    """`AdaptiveScheduler` that writes its pauses and stops to MLflow (`_Marks`) and reports
-    each judged rung (`on_rung`)."""
-
-    def __init__(self, *args, marks: _Marks, on_rung: Callable | None = None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.marks, self.on_rung = marks, on_rung
-        #: The stops the store records (`preload`): they stand, whatever a rung judged again
-        #: on the evaluations read back decides.
-        self.recorded: dict[str, Stop] = {}
-        self._finished: set[str] = set()  # runs FINISHED in the store: never stopped
-
-    def __getstate__(self) -> dict:
-        # Tune pickles its config for a restore; the store client and the caller's hook hold
-        # locks, and a resumed sweep rebuilds its scheduler from the store (`preload`)
-        return {k: v for k, v in self.__dict__.items() if k not in ("marks", "on_rung")}
-
-    def preload(
-        self,
-        rows: pl.DataFrame,
-        ended: set[str],
-        stopped: dict[str, Stop] | None = None,
-        finished: Collection[str] = (),
-    ) -> None:
-        """Evaluations of runs done before this session (FINISHED: `finished`; stopped: the
-        rest of `ended`; or to be resumed from a checkpoint: their rows up to it): the rungs are
-        judged on them as if the runs had reported them now. `stopped` (run key → its stop, from
-        its run's tags) are the decisions an earlier session made: they stand."""
-        for row in rows.iter_rows(named=True):
-            key = row[RUN_KEY]
-            self._last[key] = max(self._last[key], float(row[self.x]))
-            if float(row[self.x]) in self.rungs:
-                self._rows.append({**self._points[key], self.x: row[self.x], self.y: row[self.y]})
-        self._ended |= ended
-        self._finished |= set(finished)
-        for key, stop in (stopped or {}).items():
-            self.recorded[self._arm[key]] = stop
-
-    def _keep_records(self, C: float) -> None:
-        """After rung C is judged again on a resume: the arms the store records as stopped at C
-        are stopped, and an arm whose run the store holds FINISHED is not (an earlier session
-        judged this rung otherwise; what it did stands)."""
-        for arm, stop in self.recorded.items():
-            if stop.C <= C:
-                self.stops[arm] = stop
-        for key in self._finished:
-            arm = self._arm[key]
-            if arm not in self.recorded:
-                self.stops.pop(arm, None)
-
-    def open_runs(self, keys: Sequence[str]) -> list[str]:
-        """Of `keys`, the runs neither ended nor stopped."""
-        return [k for k in keys if k not in self._ended and self.stop_of(k) is None]
-
-    def spent(self, key: str) -> float:
-        """The compute run `key` reported last (where it stopped or ended)."""
-        return self._last[key]
-
-    def rows_at(self, C: float) -> list[dict]:
-        """The evaluations reported (or preloaded) at rung C."""
-        return [r for r in self._rows if r[self.x] == C]
-
-    def last_value(self, key: str) -> float:
-        """Run `key`'s metric at the last rung it reported (NaN: none)."""
-        rows = [r for r in self._rows if r[RUN_KEY] == key]
-        return max(rows, key=lambda r: r[self.x])[self.y] if rows else math.nan
-
-    def on_trial_result(self, tune_controller, trial, result: dict) -> str:
-        if result.get(REPLAY_KEY):  # its evaluation is known (preloaded or reported): decide
-            return self._on_replay(tune_controller, trial)
-        decision = super().on_trial_result(tune_controller, trial, result)
-        if result.get(DONE_KEY):  # the run's last evaluation: it has ended, never pause it
-            return self.CONTINUE if decision == self.PAUSE else decision
-        if decision == self.PAUSE:
-            self.marks.paused(self._key(trial))
-        return decision
-
-    def _on_replay(self, tune_controller, trial) -> str:
-        """A resumed run's first report, the rung its checkpoint is at: it stops with its arm,
-        waits while the rung is not judged, or goes on. Tune starts every PENDING trial,
-        whatever `choose_trial_to_run` says, so a resumed run held back there still started and
-        trained past its unjudged rung (issue 52): this report is where it is held."""
-        key = self._key(trial)
-        self._judge_ready(tune_controller, current=trial)
-        if self.stop_of(key) is not None:
-            return self.STOP
-        if self._waiting(key):
-            self.marks.paused(key)
-            return self.PAUSE
-        return self.CONTINUE
-
-    def _judge(self, i: int) -> None:
-        if i == len(self.rungs) - 1:  # the budget: every live run has ended, nothing to stop
-            return
-        before = set(self.stops)
-        super()._judge(i)
-        self._keep_records(self.rungs[i])
-        for arm in set(self.stops) - before:
-            self.marks.stopped(arm, self.stops[arm])
-        if self.on_rung is not None and self.decisions:
-            self.on_rung(self.rungs[i], self.decisions[-1], set(self.stops) - before)
-
-
-def live_trainable(
-    configs: dict[str, dict], uri: str, metric: str, checkpoints: Path, threads: int, env: dict
-) -> Callable[[dict], None]:
-    """The Tune function trainable of one run (``config["run_key"]``): trains it with
-    `Checkpointing`, reporting each evaluation to Tune with its checkpoint; suspended by Tune
-    (pause, stop: its report raises SystemExit) it ends as Tune asked and leaves the MLflow
-    run to the scheduler."""
-
-    def trainable(config: dict) -> None:
-        from ray import tune
-
-        from isolab.rl.train import train
-        from isolab.rl.trainer import Checkpointing, Suspended
-        from isolab.sweep.point import setup_process
-
-        setup_process(threads, env, uri)
-        key = config[RUN_KEY]
-        cfg = RunConfig.from_dict(configs[key])
-        keep = checkpoints / key
-        # in this order: a stop writes its tags before it removes the checkpoint, so a trial
-        # that finds no checkpoint because its arm just stopped finds the tags
-        resume = keep if (keep / STATE_FILE).exists() else None
-        if _stopped_key(key, cfg.experiment, uri):  # its arm's stop stands: the trial ends
-            shutil.rmtree(keep, ignore_errors=True)  # without training
-            return
-        if resume is not None and not _replay(keep):  # stopped at its rung meanwhile
-            return
-
-        def at_eval(step: int, path: Path, metrics: dict) -> None:
-            fresh = keep.with_name(key + ".new")
-            shutil.rmtree(fresh, ignore_errors=True)
-            shutil.copytree(path, fresh)
-            report = {DEFAULT_X: float(metrics[ROLLOUTS]), metric: float(metrics[metric])}
-            (fresh / REPORT_FILE).write_text(json.dumps(report))
-            shutil.rmtree(keep, ignore_errors=True)
-            fresh.rename(keep)  # the copy is whole or absent
-            try:
-                tune.report(report, checkpoint=tune.Checkpoint.from_directory(keep))
-            except SystemExit:  # Tune paused or stopped the trial at this report
-                raise Suspended from None
-
-        try:
-            result = train(cfg, uri, checkpointing=Checkpointing(at_eval, resume))
-        except Suspended:  # the run's MLflow record is the scheduler's now; Tune ends the
-            raise SystemExit(0) from None  # thread the way its report asked (no final report)
-        shutil.rmtree(keep, ignore_errors=True)
-        rollouts = float(result.final_metrics.get(ROLLOUTS, cfg.rollouts))
-        last = {DEFAULT_X: rollouts, metric: float(result.final_eval[metric]), DONE_KEY: True}
-        tune.report(last)
-
-    return trainable
-
-
-def _replay(keep: Path) -> bool:
-    """Report the evaluation that checkpoint `keep` was taken at once more, before the run
-    trains from it (`REPLAY_KEY`): Tune pauses or stops the trial there (its report raises
-    SystemExit) or lets it go on (True). The report carries a checkpoint of its own, not `keep`:
-    a judgement of the rung may remove `keep` meanwhile (its arm stopped: False)."""
-    from ray import tune
-
-    try:
-        report = json.loads((keep / REPORT_FILE).read_text())
-    except FileNotFoundError:  # taken before reports were kept (train on), or removed
-        return (keep / STATE_FILE).exists()
-    with tempfile.TemporaryDirectory(prefix="isolab-replay-") as held:
-        (Path(held) / REPORT_FILE).write_text(json.dumps(report))
-        tune.report({**report, REPLAY_KEY: True}, checkpoint=tune.Checkpoint.from_directory(held))
-    return (keep / STATE_FILE).exists()
-
-
-@dataclass
-class _Stored:
-    """What the store holds of a setting's runs (`_store_state`)."""
-
-    rows: pl.DataFrame  # evaluations to preload
-    ended: set[str]  # runs FINISHED or stopped
-    finished: set[str]  # of those, the runs FINISHED and not stopped
-    stops: dict[str, Stop]  # stopped runs → their stop, as their tags record it
-    todo: list[GridPoint]  # runs still to train (some from a checkpoint)
-
-
-def _recorded_stop(run) -> Stop | None:
-    """The stop a run's tags record (an earlier session's decision), or None."""
-    tags = run.data.tags
-    if STOPPED_AT_TAG not in tags:
-        return None
-    return Stop(float(tags[STOPPED_AT_TAG]), tags.get(REASON_TAG, ""))
-
-
-def _stopped_key(run_key: str, experiment: str, uri: str) -> bool:
-    """Whether a run of `run_key` is tagged stopped in the store (a run of a stopped arm is never
-    trained again, even where a decision and a resume crossed)."""
-    from isolab.tracking import find_runs
-
-    return any(STOPPED_AT_TAG in r.data.tags for r in find_runs(experiment, uri, run_key=run_key))
-
-
-def _store_state(
-    points: Sequence[GridPoint], experiment: str, uri: str, metric: str, checkpoints: Path
-) -> _Stored:
-    """What the store holds of `points` (`_Stored`). A stopped run is done whatever its status
-    (an interruption between its tags and its end leaves it SCHEDULED: it is ended KILLED here),
-    and its evaluations past its rung are not read back."""
-    from isolab.rl.trainer import read_state
-    from isolab.tracking import client, find_runs, mlflow_key
-
-    c = client(uri)
-    rows: list[dict] = []
-    ended: set[str] = set()
-    finished: set[str] = set()
-    stops: dict[str, Stop] = {}
-    todo: list[GridPoint] = []
-    for p in points:
-        runs = find_runs(experiment, uri, run_key=p.run_key)
-        if not runs:  # a checkpoint of another store's run (a store since removed) is no use
-            shutil.rmtree(checkpoints / p.run_key, ignore_errors=True)
-            todo.append(p)
-            continue
-        run = runs[0]
-        status = run.info.status
-        stop = _recorded_stop(run)
-        upto = math.inf
-        if stop is not None:
-            ended.add(p.run_key)
-            stops[p.run_key] = stop
-            shutil.rmtree(checkpoints / p.run_key, ignore_errors=True)
-            if status in ("RUNNING", SCHEDULED):
-                c.set_terminated(run.info.run_id, status=KILLED)
-            upto = stop.C  # compared with the rollouts below, not a step
-        elif status == FINISHED:
-            ended.add(p.run_key)
-            finished.add(p.run_key)
-        else:
-            todo.append(p)
-            keep = checkpoints / p.run_key
-            saved = read_state(keep) if (keep / STATE_FILE).exists() else None
-            if saved is None or saved["run_id"] != run.info.run_id:
-                shutil.rmtree(keep, ignore_errors=True)  # starts over: a new MLflow run
-                if status in ("RUNNING", SCHEDULED):
-                    c.set_terminated(run.info.run_id, status=KILLED)
-                continue
-            upto = saved["step"]
-        ys = {m.step: m.value for m in c.get_metric_history(run.info.run_id, mlflow_key(metric))}
-        xs = {m.step: m.value for m in c.get_metric_history(run.info.run_id, ROLLOUTS)}
-        for step, y in sorted(ys.items()):
-            if step > 0 and step in xs and (xs[step] if stop else step) <= upto:
-                rows.append({RUN_KEY: p.run_key, DEFAULT_X: xs[step], metric: y})
-    schema = {RUN_KEY: pl.String, DEFAULT_X: pl.Float64, metric: pl.Float64}
-    return _Stored(pl.DataFrame(rows, schema=schema), ended, finished, stops, todo)
 
 
 def _run_setting(

@@ -47,7 +47,7 @@ from ray import tune
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from isolab.frontier.validate import ALLOCATION
+from isolab.frontier.evidence import ALLOCATION
 from isolab.sweep.adaptive import RungDecision, StoppingRule, arm_label, judge_rung
 from isolab.table import RUN_KEY, require, run_column
 from isolab.tracking.interrupts import handlers_kept

@@ -146,7 +146,7 @@ def _step_reporter(results, index: int, steps: int, pid: int) -> Callable[[int, 
         now = time.monotonic()
         if now - last[0] >= STEP_REPORT_S or step >= steps:
             last[0] = now
-            results.put(("step", index, step, pid))
+            results.put(("stepped", index, step, pid))
 
     return report
 
@@ -273,7 +273,7 @@ def run_local(
         for kind, index, *rest in events:
             if kind == "start":
                 on_start(todo[index])
-            elif kind == "step" and index not in done:
+            elif kind == "stepped" and index not in done:
                 on_step(todo[index], rest[0])
             elif kind == "done" and index not in done:
                 done.add(index)

@@ -41,7 +41,7 @@ from isolab.tracking import (
 )
 from isolab.tracking.leases import process_alive  # also `isolab.sweep.resume.process_alive`
 from isolab.tracking.tags import SCHEDULED, STOPPED_AT_TAG
-from isolab.vocab import FINISHED, KILLED, RUNNING
+from isolab.vocab import FINISHED, KILLED, RUN_ID, RUNNING
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def paused_checkpoint(run_key: str, experiment: str, uri: str) -> Path | None:
     for run in find_runs(experiment, uri, run_key=run_key):
         if STOPPED_AT_TAG in run.data.tags or run.info.status not in (SCHEDULED, KILLED):
             continue
-        if saved is not None and saved["run_id"] == run.info.run_id:
+        if saved is not None and saved[RUN_ID] == run.info.run_id:
             found = keep
         elif run.info.status == SCHEDULED:
             log.info("run %s of %s was paused by an adaptive sweep that is gone: KILLED",

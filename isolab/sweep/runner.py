@@ -17,8 +17,8 @@ Backends (`BACKENDS`), each running points through `isolab.sweep.point.run_point
 `check_run` refuses, before anything touches the store, what cannot work or is too big
 (ValueError naming the option and the fix); `execute` and `run_sweep` call it, so a notebook
 meets the same guards as `isolab sweep run`. Callers follow a sweep through its hooks
-(`on_start`, `on_step`, `on_result`), and `SweepProgress` turns them into the share done and
-an ETA.
+(`on_pending`, `on_start`, `on_step`, `on_result`), and `isolab.sweep.progress.SweepProgress`
+turns them into the share done and an ETA.
 """
 
 from __future__ import annotations
@@ -27,14 +27,17 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from isolab.frontier.answer import sweep_answers
+from isolab.sweep.guards import check_machine, check_wall_time
 from isolab.sweep.local import run_local
-from isolab.sweep.plan import GridPoint, SweepPlan, check_machine, check_wall_time
-from isolab.sweep.point import RunOutcome, optimizer_steps, run_point, stopped
+from isolab.sweep.plan import GridPoint, SweepPlan
+from isolab.sweep.point import RunOutcome, run_point, stopped
 from isolab.sweep.ray_backend import run_ray
-from isolab.sweep.resume import pending
+from isolab.sweep.resume import StoreState, pending
 from isolab.tracking import PARENT_ENV, resolve_uri, sweep_parent
+from isolab.tracking.interrupts import terminate_as_interrupt
 from isolab.tracking.parents import complete_parent, finish_parent
 from isolab.vocab import FAILED, FINISHED, KILLED, SKIPPED, PointStatus
 
@@ -89,75 +92,6 @@ class SweepReport:
         return self.with_status(SKIPPED)
 
 
-@dataclass
-class SweepProgress:
-    """How far a running sweep is, and how long it has left, from the steps its runs report.
-
-    Each point weighs its estimated wall time (`GridPoint.est_wall_s`): a running point counts
-    the share of its optimizer steps done, an ended one (whatever its status) all of it. The
-    ETA extrapolates the pace since the first point started, so it exists from the first step
-    of the first run (not only once runs finish); it starts high, as that pace includes the
-    first run's model load and base evaluation, and settles as steps come in. Before the first
-    step, `planned_s` (the plan's estimate over the workers) stands in.
-
-    Attributes:
-        todo: the points this sweep runs.
-        workers: how many run at once.
-    """
-
-    todo: list[GridPoint]
-    workers: int = 1
-    _done: dict[str, float] = field(default_factory=dict)  # run key → share of its steps done
-    _ended: set[str] = field(default_factory=set)
-    _t0: float | None = None
-
-    @property
-    def total_s(self) -> float:
-        return sum(p.est_wall_s for p in self.todo) or 1.0
-
-    @property
-    def planned_s(self) -> float:
-        """The plan's wall-time estimate of the whole sweep on `workers`."""
-        return sum(p.est_wall_s for p in self.todo) / max(1, self.workers)
-
-    def start(self, point: GridPoint, now: float | None = None) -> None:
-        if self._t0 is None:
-            self._t0 = time.monotonic() if now is None else now
-        self._done.setdefault(point.run_key, 0.0)
-
-    def step(self, point: GridPoint, step: int, now: float | None = None) -> None:
-        """`point` reached optimizer step `step` (of `optimizer_steps(point.config)`)."""
-        self.start(point, now)
-        share = min(1.0, step / max(1, optimizer_steps(point.config)))
-        self._done[point.run_key] = max(self._done[point.run_key], share)
-
-    def end(self, point: GridPoint, now: float | None = None) -> None:
-        """`point` ended (finished, failed, killed or skipped): all its weight is done."""
-        self.start(point, now)
-        self._done[point.run_key] = 1.0
-        self._ended.add(point.run_key)
-
-    @property
-    def ended(self) -> int:
-        """How many points have ended."""
-        return len(self._ended)
-
-    @property
-    def fraction(self) -> float:
-        """Share of the sweep's estimated wall time done, in [0, 1]."""
-        weight = {p.run_key: p.est_wall_s for p in self.todo}
-        done = sum(weight.get(key, 0.0) * share for key, share in self._done.items())
-        return min(1.0, done / self.total_s)
-
-    def eta_s(self, now: float | None = None) -> float | None:
-        """Seconds left at the pace measured so far; None before the first step."""
-        fraction = self.fraction
-        if self._t0 is None or fraction <= 0:
-            return None
-        elapsed = (time.monotonic() if now is None else now) - self._t0
-        return max(0.0, elapsed * (1 - fraction) / fraction)
-
-
 def check_run(
     plan: SweepPlan,
     tracking_uri: str | None = None,
@@ -169,7 +103,7 @@ def check_run(
 ) -> None:
     """Refuse a run of `plan` that cannot work or is too big, before anything touches the
     store: ValueError naming the option (as `run_sweep` and `isolab sweep run` call it) and the
-    fix. The size guard (`isolab.sweep.plan.check_wall_time`) yields to
+    fix. The size guard (`isolab.sweep.guards.check_wall_time`) yields to
     `$ISOLAB_NO_SIZE_GUARDS=1`."""
     if backend not in BACKENDS:
         raise ValueError(f"backend = {backend!r} (--backend): choose one of {', '.join(BACKENDS)}.")
@@ -246,6 +180,8 @@ class _Hooks:
     on_result: Callable[[RunOutcome, GridPoint], None] | None = None
     on_start: Callable[[GridPoint], None] | None = None
     on_step: Callable[[GridPoint, int], None] | None = None
+    #: `run_sweep` only: once the store is read, before any point runs (`run_sweep`'s docstring)
+    on_pending: Callable[[list[GridPoint], StoreState], None] | None = None
 
 
 def _run_inline(
@@ -299,7 +235,10 @@ def execute(
     """
     check_run(plan, tracking_uri, workers=workers, backend=backend, address=address)
     hooks = _Hooks(on_result, on_start, on_step)
-    return _execute(todo, plan, resolve_uri(tracking_uri), workers, backend, address, hooks)
+    outcomes: list[RunOutcome] = []
+    uri = resolve_uri(tracking_uri)
+    interrupted = _execute(todo, plan, uri, workers, backend, address, hooks, outcomes)
+    return outcomes, interrupted
 
 
 def _execute(
@@ -310,11 +249,13 @@ def _execute(
     backend: str,
     address: str | None,
     hooks: _Hooks,
-) -> tuple[list[RunOutcome], bool]:
-    outcomes: list[RunOutcome] = []
+    outcomes: list[RunOutcome],
+) -> bool:
+    """Run `todo`, appending each outcome to `outcomes` as it ends (so that a caller keeps the
+    ones that ended before an interruption); True when Ctrl-C stopped the sweep."""
     if not todo:  # every point done: a parent an interrupted run left KILLED is now FINISHED
         complete_parent(plan.spec.name, plan.spec.name, uri)
-        return outcomes, False
+        return False
 
     def record(outcome: RunOutcome, point: GridPoint) -> None:
         outcomes.append(outcome)
@@ -340,8 +281,9 @@ def _execute(
                 STOP_GRACE_S,
             )  # fmt: skip
     # its status (KILLED when cut short), real duration, points table and descriptions
-    finish_parent(spec.name, parent, uri, interrupted)
-    return outcomes, interrupted
+    answer = () if interrupted else sweep_answers(spec.name, uri, spec.metric)
+    finish_parent(spec.name, parent, uri, interrupted, answer)
+    return interrupted
 
 
 def run_sweep(
@@ -354,10 +296,17 @@ def run_sweep(
     limit: int | None = None,
     reclaim_remote: bool = False,
     on_result: Callable[[RunOutcome, GridPoint], None] | None = None,
+    on_start: Callable[[GridPoint], None] | None = None,
     on_step: Callable[[GridPoint, int], None] | None = None,
+    on_pending: Callable[[list[GridPoint], StoreState], None] | None = None,
 ) -> SweepReport:
     """Run every point of `plan` not yet FINISHED in the store (see the module docstring;
-    the hooks as in `execute`).
+    the hooks as in `execute`); `isolab sweep run` is this with a progress display.
+
+    `on_pending(todo, state)` is called once the store is read (`isolab.sweep.resume.pending`:
+    the points to run, and what the store holds), before any point starts. Ctrl-C, or SIGTERM
+    (in the main thread), stops the sweep cleanly: runs cut short end KILLED, and the report
+    says `interrupted`, with the outcomes of the points that ended before it.
 
     Raises:
         ValueError: from `check_run`, before the store is touched.
@@ -365,9 +314,17 @@ def run_sweep(
     t0 = time.perf_counter()
     check_run(plan, tracking_uri, workers=workers, backend=backend, address=address, limit=limit)
     uri = resolve_uri(tracking_uri)
-    todo, state = pending(plan, uri, reclaim_remote, limit)
-    hooks = _Hooks(on_result, on_step=on_step)
-    outcomes, interrupted = _execute(todo, plan, uri, workers, backend, address, hooks)
+    hooks = _Hooks(on_result, on_start, on_step, on_pending)
+    outcomes: list[RunOutcome] = []
+    state = StoreState()
+    try:
+        with terminate_as_interrupt():  # a `kill` ends the runs KILLED, as Ctrl-C does
+            todo, state = pending(plan, uri, reclaim_remote, limit)
+            if hooks.on_pending is not None:
+                hooks.on_pending(todo, state)
+            interrupted = _execute(todo, plan, uri, workers, backend, address, hooks, outcomes)
+    except KeyboardInterrupt:  # while the store was read, or between two points
+        interrupted = True
     return SweepReport(
         outcomes=outcomes,
         already_finished=len(state.finished),

@@ -21,7 +21,6 @@ Example (``studies/smoke.yaml``)::
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -29,30 +28,25 @@ from pathlib import Path
 from typing import Any
 
 from isolab.config import MAX_SEED, SIZE_GUARD_ENV, SIZE_GUARDS, RunConfig
-from isolab.paths import name_path
-from isolab.userinput import brief, cut, read_yaml
-from isolab.vocab import EVAL_AVG
-
-# Fields a sweep may not vary: the budget sets M, the spec sets the experiment, seeds and
-# checkpoints (`study` is the experiment's name in isolab 0.1 configs).
-RESERVED_FIELDS = ("experiment", "study", "M", "seed", "eval_at_rollouts", "eval_every", "extra")
-# `B` is not a RunConfig field: sweeping it with `n` fixes the batch and sets B_p = B / n
-# (the IsoCompute n–B_p trade-off at fixed B).
-AXES = tuple(f.name for f in dataclasses.fields(RunConfig) if f.name not in RESERVED_FIELDS) + (
-    "B",
+from isolab.sweep.spec_checks import (
+    RESERVED_FIELDS,
+    SpecError,
+    axis_values,
+    check_axes,
+    check_combos,
+    check_name,
+    field_in,
+    number,
+    reserved_reason,
+    yaml_key,
 )
+from isolab.userinput import brief, read_yaml
+from isolab.vocab import EVAL_AVG, EVAL_PREFIX
+
 #: Most checkpoints a sweep may ask for: each is an evaluation of every run.
 MAX_EVAL_POINTS = 100
 #: The metrics a run reports (`isolab.metrics.metrics_from_counts`), k from its `eval_ks`.
-METRIC = re.compile(r"eval/(avg|best|worst)@(\d+)")
-
-
-class SpecError(ValueError):
-    """A sweep spec that cannot be planned; `field` names the offending key (e.g. `axes.n`)."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.field = field
+METRIC = re.compile(rf"{re.escape(EVAL_PREFIX)}(avg|best|worst)@(\d+)")
 
 
 @dataclass(frozen=True)
@@ -136,7 +130,7 @@ class SweepSpec:
     description: str = ""
 
     def __post_init__(self) -> None:
-        _check_name(self.name)
+        check_name(self.name)
         if (self.budget_rollouts is None) == (self.budget_flops is None):
             raise SpecError(
                 "budget_rollouts",
@@ -180,8 +174,8 @@ class SweepSpec:
                     f"timing.{part.name}",
                     f"{getattr(self.timing, part.name)}: a time in seconds, ≥ 0.",
                 )
-        object.__setattr__(self, "axes", _check_axes(self.axes, self.base, bool(self.combos)))
-        object.__setattr__(self, "combos", _check_combos(self.combos, self.axes, self.base))
+        object.__setattr__(self, "axes", check_axes(self.axes, self.base, bool(self.combos)))
+        object.__setattr__(self, "combos", check_combos(self.combos, self.axes, self.base))
         self._check_metric_k()
         self._check_steps()
 
@@ -202,7 +196,7 @@ class SweepSpec:
             # avg@k is one number whatever k, logged under the largest k only; best@1 and
             # worst@1 equal it (isolab.metrics.metrics_from_counts)
             logged = f"{self.metric.split('@')[0]}@{max(eval_ks)}"
-            if self.metric.startswith("eval/avg@") and k != max(eval_ks):
+            if self.metric.startswith(f"{EVAL_PREFIX}avg@") and k != max(eval_ks):
                 raise SpecError(
                     "metric",
                     f"{self.metric}: avg@k is the mean accuracy for every k and is logged once, "
@@ -263,14 +257,16 @@ class SweepSpec:
         known = {f.name for f in dataclasses.fields(cls)}
         for key in data:
             if key not in known:
-                raise SpecError(_key(key), f"unknown sweep field; valid fields: {sorted(known)}.")
-        _check_name(data.get("name"))
+                raise SpecError(
+                    yaml_key(key), f"unknown sweep field; valid fields: {sorted(known)}."
+                )
+        check_name(data.get("name"))
         data = dict(data)
         data["base"] = _load_base(data.get("base") or {}, data.get("name"), root)
         axes = data.get("axes", {} if "combos" in data else None)
         if not isinstance(axes, dict) or not (axes or "combos" in data):
             raise SpecError("axes", "give at least one axis, e.g. axes: {n: [2, 4, 8]}.")
-        data["axes"] = {str(k): _axis_values(str(k), v) for k, v in axes.items()}
+        data["axes"] = {str(k): axis_values(str(k), v) for k, v in axes.items()}
         if "combos" in data:
             combos = data["combos"]
             if not isinstance(combos, list) or not combos:
@@ -293,10 +289,10 @@ class SweepSpec:
             data["seeds"] = tuple(seeds)
         for name, kind in (("budget_rollouts", int), ("max_batch", int), ("eval_points", int)):
             if data.get(name) is not None:
-                data[name] = _number(name, data[name], kind)
+                data[name] = number(name, data[name], kind)
         for name in ("budget_flops", "eval_ratio"):
             if data.get(name) is not None:
-                data[name] = _number(name, data[name], float)
+                data[name] = number(name, data[name], float)
         for name, klass in (("resources", Resources), ("timing", Timing)):
             if name in data:
                 data[name] = _sub(name, data[name] or {}, klass)
@@ -326,23 +322,6 @@ class SweepSpec:
         return cls.from_dict(data, root=path.parent)
 
 
-def _key(key: Any) -> str:
-    """A YAML key as a field name in a message, cut short."""
-    return cut(key, 60)
-
-
-def _check_name(name: Any) -> None:
-    """The sweep's name is its experiment's: text that can become a folder (`name_path`)."""
-    if not name:
-        raise SpecError("name", "give the sweep a name (its MLflow experiment).")
-    if not isinstance(name, str):
-        raise SpecError("name", f"{brief(name)}: a name is text; quote it in YAML.")
-    try:
-        name_path(name, "name")
-    except ValueError as exc:
-        raise SpecError("name", str(exc).removeprefix("name = ")) from None
-
-
 def _load_base(base: Any, name: Any, root: Path | None) -> RunConfig:
     if isinstance(base, str):
         path = Path(base) if root is None or Path(base).is_absolute() else root / base
@@ -359,154 +338,24 @@ def _load_base(base: Any, name: Any, root: Path | None) -> RunConfig:
     known = {f.name for f in dataclasses.fields(RunConfig)}
     for key in base:
         if key in RESERVED_FIELDS and key != "extra":
-            raise SpecError(f"base.{_key(key)}", _reserved_reason(key))
+            raise SpecError(f"base.{yaml_key(key)}", reserved_reason(key))
         if key not in known:
             raise SpecError(
-                f"base.{_key(key)}", f"unknown RunConfig field; valid: {sorted(known)}."
+                f"base.{yaml_key(key)}", f"unknown RunConfig field; valid: {sorted(known)}."
             )
     config: dict[str, Any] = {**base, "experiment": str(name or "default")}
     try:
         return RunConfig(**config)
     except (ValueError, TypeError) as exc:
-        raise SpecError(_field_in(str(exc)), str(exc)) from exc
-
-
-def _reserved_reason(key: str) -> str:
-    return {
-        "experiment": "the sweep's `name` is every run's experiment; remove it.",
-        "study": "the sweep's `name` is every run's experiment; remove it.",
-        "M": "M is set by the budget (budget_rollouts or budget_flops); remove it.",
-        "seed": "list seeds in the top-level `seeds`.",
-        "eval_at_rollouts": "checkpoints come from eval_points / eval_ratio; remove it.",
-        "eval_every": "runs are evaluated at common compute checkpoints; use eval_points.",
-    }.get(key, "set by the sweep; remove it.")
-
-
-def _axis_values(name: str, values: Any) -> tuple[Any, ...]:
-    """An axis as a tuple (its values are typed by `_check_axes`)."""
-    return tuple(values if isinstance(values, list) else [values])
-
-
-def _check_axes(
-    axes: dict[str, tuple[Any, ...]], base: RunConfig, combos: bool = False
-) -> dict[str, tuple[Any, ...]]:
-    """The axes with every value typed as its RunConfig field (YAML's `1e-5` is a float, 2.0
-    is the n 2), or SpecError naming the axis. No axes is fine when there are `combos`."""
-    if not axes and not combos:
-        raise SpecError("axes", "give at least one axis, e.g. axes: {n: [2, 4, 8]}.")
-    if "B" in axes and "B_p" in axes:
-        raise SpecError("axes.B", "sweep either B (B_p = B / n) or B_p, not both.")
-    out: dict[str, tuple[Any, ...]] = {}
-    for name, values in axes.items():
-        _check_sweepable(f"axes.{_key(name)}", name, "axis")
-        if not values:
-            raise SpecError(f"axes.{name}", "empty list: give at least one value.")
-        values = tuple(_typed(f"axes.{name}", name, v, base) for v in values)
-        if len(set(map(repr, values))) != len(values):
-            raise SpecError(f"axes.{name}", f"{brief(list(values))} repeats a value.")
-        out[name] = values
-    return out
-
-
-def _check_combos(
-    combos: Any, axes: dict[str, tuple[Any, ...]], base: RunConfig
-) -> tuple[dict[str, Any], ...]:
-    """The combos with every value typed as its RunConfig field, or SpecError naming the combo
-    and field (`combos[2].num_iterations`). Every combo sets the same fields, none an axis."""
-    if not isinstance(combos, (list, tuple)):
-        raise SpecError("combos", f"{brief(combos)}: give a list of mappings of fields.")
-    out: list[dict[str, Any]] = []
-    for i, combo in enumerate(combos):
-        where = f"combos[{i}]"
-        if not isinstance(combo, dict) or not combo:
-            raise SpecError(
-                where,
-                f"{brief(combo)}: give a mapping of the fields that vary together, e.g. "
-                "{search_oversample: 8, num_iterations: 1}.",
-            )
-        first = out[0] if out else combo
-        for name in combo:
-            field_ = f"{where}.{_key(name)}"
-            _check_sweepable(field_, name, "field")
-            if name in axes:
-                raise SpecError(
-                    field_,
-                    f"{name} is also an axis: list its values either under axes (crossed with "
-                    "every combo) or in every combo, not both.",
-                )
-            if name not in first:
-                raise SpecError(field_, f"not in combos[0]: {_same_fields(first)}")
-        for name in first:
-            if name not in combo:
-                raise SpecError(f"{where}.{_key(name)}", f"missing: {_same_fields(first)}")
-        if {"B", "B_p"} <= {*combo, *axes}:
-            name = "B" if "B" in combo else "B_p"
-            raise SpecError(f"{where}.{name}", "sweep either B (B_p = B / n) or B_p, not both.")
-        # in combos[0]'s order, so that a repeat in another order is seen and shown alike
-        typed = {k: _typed(f"{where}.{_key(k)}", k, combo[k], base) for k in first}
-        for j, other in enumerate(out):
-            if repr(other) == repr(typed):
-                raise SpecError(where, f"{brief(combo)} repeats combos[{j}]; remove one.")
-        out.append(typed)
-    return tuple(out)
-
-
-def _same_fields(first: dict[str, Any]) -> str:
-    return (
-        f"every combo sets the same fields ({', '.join(map(str, first))}, as combos[0] does); "
-        "give each combo all of them, or move a field that does not vary to base."
-    )
-
-
-def _check_sweepable(where: str, name: Any, what: str) -> None:
-    """A field a sweep may vary (`AXES`), or SpecError at `where` naming the sweepable ones."""
-    if name not in AXES:
-        reason = _reserved_reason(name) + " " if name in RESERVED_FIELDS else ""
-        raise SpecError(where, f"unknown {what}. {reason}Sweepable fields: {', '.join(AXES)}.")
-
-
-def _typed(where: str, name: str, value: Any, base: RunConfig) -> Any:
-    """`value` typed as RunConfig field `name`: alone it must make a valid config (n ≥ 2, a known
-    recipe…); `B` is an integer ≥ 2."""
-    if name == "B":
-        if isinstance(value, bool) or not isinstance(value, int) or value < 2:
-            raise SpecError(where, f"B = {brief(value)}: batches are integers ≥ 2.")
-        return value
-    try:
-        return getattr(base.replace(**{name: value}), name)
-    except (ValueError, TypeError) as exc:
-        raise SpecError(where, str(exc)) from exc
-
-
-def _field_in(message: str) -> str:
-    """`base.n` for a RunConfig error that starts with `n = 1: …`, else `base`."""
-    head = message.split(" ", 1)[0].strip(":=")
-    return f"base.{head}" if head in {f.name for f in dataclasses.fields(RunConfig)} else "base"
-
-
-def _number(name: str, value: Any, kind: type) -> int | float:
-    if isinstance(value, bool):
-        raise SpecError(name, f"{value}: give a number, not true/false.")
-    if kind is int and isinstance(value, int):
-        return value  # exactly: float() would round a large one
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise SpecError(name, f"{brief(value)} is not a number.") from None
-    if not math.isfinite(number):
-        raise SpecError(name, f"{brief(value)}: give a finite number.")
-    if kind is int:
-        if not number.is_integer():
-            raise SpecError(name, f"{brief(value)}: give an integer.")
-        return int(number)
-    return number
+        raise SpecError(field_in(str(exc)), str(exc)) from exc
 
 
 def _sub(name: str, data: Any, klass: type[Resources] | type[Timing]) -> Resources | Timing:
+    """The spec's `resources:` or `timing:` mapping as its dataclass, every value a number."""
     if not isinstance(data, dict):
         raise SpecError(name, "give a mapping.")
     known = {f.name for f in dataclasses.fields(klass)}
     for key in data:
         if key not in known:
-            raise SpecError(f"{name}.{_key(key)}", f"unknown field; valid: {sorted(known)}.")
-    return klass(**{k: _number(f"{name}.{k}", v, float) for k, v in data.items()})
+            raise SpecError(f"{name}.{yaml_key(key)}", f"unknown field; valid: {sorted(known)}.")
+    return klass(**{k: number(f"{name}.{k}", v, float) for k, v in data.items()})

@@ -32,6 +32,13 @@ def as_text(prompt, tokenizer) -> str:
     return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
 
 
+def completion_text(completion) -> str:
+    """TRL passes strings for raw prompts and message lists for chat prompts."""
+    if isinstance(completion, str):
+        return completion
+    return "".join(m.get("content", "") for m in completion if isinstance(m, dict))
+
+
 def read_jsonl(
     data_dir: str | Path, folder: str, split: str, label: str, hub_id: str
 ) -> list[dict]:

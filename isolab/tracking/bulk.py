@@ -102,7 +102,7 @@ def _sql_store(client: Any) -> Any:
 
 
 #: The metrics tables' columns, in the order of `_rows`' tuples.
-COLUMNS = ("key", "value", "timestamp", "step", "is_nan", "run_uuid")
+COLUMNS = ("key", "value", "timestamp", STEP, "is_nan", "run_uuid")
 #: A DB-API driver's placeholder (PEP 249 `paramstyle`) for the positional styles.
 PLACEHOLDERS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
 

@@ -7,7 +7,15 @@ from __future__ import annotations
 
 import polars as pl
 
-from isolab.vocab import EVAL_SET_PREFIX, METRIC_PREFIXES, RUN_ID, RUN_KEY, STEP
+from isolab.vocab import (
+    COUNTS_FILE,
+    EVAL_PREFIX,
+    EVAL_SET_PREFIX,
+    METRIC_PREFIXES,
+    RUN_ID,
+    RUN_KEY,
+    STEP,
+)
 
 #: Per-run columns that are not params; `start_time`/`end_time` (ms since the epoch) and the
 #: row's `timestamp` (when its step was logged) let an import keep the run's real times.
@@ -28,10 +36,9 @@ TIME_COLUMNS = ("start_time", "end_time", "timestamp")
 #: from each run's `eval/per_problem_counts.json`: what the noise model reads
 #: (`isolab.verdicts.noise`), kept in snapshots.
 COUNTS = "eval_counts"
-COUNTS_ARTIFACT = "eval/per_problem_counts.json"
+COUNTS_ARTIFACT = f"{EVAL_PREFIX}{COUNTS_FILE}"
 #: The same for an evaluation set (`RunConfig.eval_sets`): column `eval_counts-<set>`, artifact
 #: `eval-<set>/per_problem_counts.json`.
-SET_COUNTS_FILE = "per_problem_counts.json"
 
 
 def counts_column(eval_set: str | None = None) -> str:
@@ -41,7 +48,7 @@ def counts_column(eval_set: str | None = None) -> str:
 
 def counts_artifact(eval_set: str | None = None) -> str:
     """The run artifact that holds them."""
-    return COUNTS_ARTIFACT if eval_set is None else f"{EVAL_SET_PREFIX}{eval_set}/{SET_COUNTS_FILE}"
+    return COUNTS_ARTIFACT if eval_set is None else f"{EVAL_SET_PREFIX}{eval_set}/{COUNTS_FILE}"
 
 
 def counts_columns(df: pl.DataFrame) -> dict[str | None, str]:

@@ -211,12 +211,12 @@ def _eval_counts(client: Any, run_ids: Sequence[str]) -> pl.DataFrame:
                     for f in client.list_artifacts(run_id)
                     if f.is_dir and f.path.startswith(EVAL_SET_PREFIX)
                 ]
-            except Exception:  # noqa: BLE001 - no artifact store reachable for this run
+            except Exception:  # no artifact store reachable for this run
                 sets = []
             for eval_set in [None, *sets]:
                 try:
                     path = client.download_artifacts(run_id, counts_artifact(eval_set), tmp)
-                except Exception:  # noqa: BLE001 - a run without counts (old, or crashed early)
+                except Exception:  # a run without counts (old, or crashed early)
                     continue
                 data = json.loads(Path(path).read_text())
                 column = rows.setdefault(counts_column(eval_set), [])

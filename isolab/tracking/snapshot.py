@@ -41,7 +41,7 @@ def read_snapshot(path: Path, statuses: Sequence[str] | None) -> pl.DataFrame:
     file = path / SNAPSHOT_FILE if path.is_dir() else path
     try:
         df = pl.read_parquet(file)
-    except Exception as exc:  # noqa: BLE001 - polars raises several kinds on a damaged file
+    except Exception as exc:  # polars raises several kinds on a damaged file
         raise ValueError(
             f"{file}: not a readable snapshot ({type(exc).__name__}: {str(exc)[:200]}); export "
             "it again (`isolab runs export EXPERIMENT`) or copy it whole"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from isolab.config import is_user_reward, reward_parts
-from isolab.models import weights
+from isolab.models import loading
 from isolab.models.tiny import (
     TINY_PRESETS,
     build_char_tokenizer,
@@ -68,7 +68,7 @@ def _tiny_config(preset: str):
 
 def refuse_reward_model_code(err: ValueError, name: str) -> None:
     """transformers' "needs trust_remote_code" refusal, as isolab's message (nothing ran)."""
-    weights.refuse_remote_code(err, weights.REMOTE_CODE.format(what="reward model", name=name))
+    loading.refuse_remote_code(err, loading.REMOTE_CODE.format(what="reward model", name=name))
 
 
 def _from_hub(load, model_id: str, what: str):

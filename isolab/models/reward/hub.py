@@ -52,10 +52,10 @@ def load(name: str, kind: str, trust_remote_code: bool = False):
             path, attn_implementation="eager", trust_remote_code=False
         )
         return model.eval(), AutoTokenizer.from_pretrained(path, trust_remote_code=False)
-    from isolab.models import weights
+    from isolab.models import loading
 
-    message = weights.REMOTE_CODE.format(what="reward model", name=name)
-    weights.refuse_unless_trusted(name, message, trust_remote_code)
+    message = loading.REMOTE_CODE.format(what="reward model", name=name)
+    loading.refuse_unless_trusted(name, message, trust_remote_code)
     cuda = torch.cuda.is_available()
     kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
     if cuda:
