@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# GPU check (see scripts/gpu_check.py): short GRPO of SmolLM2-135M on GSM8K, vLLM vs HF generate,
-# completion tokens/s and the ledger's MFU; with several GPUs, HF on all of them too (scaling). Usage: scripts/gpu_check.sh [DATA_DIR] [extra args]
+# GPU check, kept for old notes: `isolab gpu-check` does it all (docs/gpu.md): GRPO steps of a
+# SmolLM2-135M- and a Qwen2.5-0.5B-shaped model, HF generate and vLLM, MFU, the nstar spec's
+# smoke, gpu-check.json and snapshots. Usage: scripts/gpu_check.sh [DATA_DIR] [gpu-check options]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA_DIR=${1:-../shared/data}
 shift || true
-PY=${PYTHON:-python3}
-[ -x .venv/bin/python ] && PY=.venv/bin/python
-exec "$PY" scripts/gpu_check.py --data-dir "$DATA_DIR" "$@"
+ISOLAB=isolab
+[ -x .venv/bin/isolab ] && ISOLAB=.venv/bin/isolab
+exec "$ISOLAB" gpu-check --data-dir "$DATA_DIR" "$@"

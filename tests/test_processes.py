@@ -92,7 +92,7 @@ def test_two_processes_train_log_once_and_count_what_one_process_counts(
         assert steps == sorted(set(steps)), f"{key} logged more than once per step: {steps}"
         assert series["2"] == series["1"], key
     for run in runs.values():  # MFU every step, against the peak the run names
-        assert "measured: fp32 matmul probe" in run.data.tags["isolab.peak_source"]
+        assert "measured: fastest fp32 matmul" in run.data.tags["isolab.peak_source"]
         assert float(run.data.tags["isolab.peak_flops_per_s"]) > 0
         mfu = client.get_metric_history(run.info.run_id, MFU_STEP)
         assert [m.step for m in mfu] == [1, 2, 3] and all(0 < m.value < 1 for m in mfu)

@@ -174,8 +174,10 @@ CASES = [
 #: Commands the README shows that are covered elsewhere: `ui` by tests/test_ui_browser.py (it
 #: starts `isolab ui` as a subprocess, loads its pages in Chromium and checks SIGTERM stops the
 #: whole server: a second start here would cost ~40 s), `demo` by `make demo` above; `make test`
-#: is the suite itself.
-COVERED_APART = {"ui", "demo", "make test"}
+#: is the suite itself; `bundle` and `gpu-check` by tests/test_bundle.py (its bad inputs here,
+#: the build, the offline install and `gpu-check --device cpu` from it in the slow suite:
+#: 4–7 min, `make test-all`).
+COVERED_APART = {"ui", "demo", "make test", "bundle", "gpu-check"}
 
 
 def readme_commands() -> set[str]:

@@ -8,7 +8,8 @@ Ctrl-C (runs cut short are KILLED); 143 SIGTERM of `isolab train` (its run KILLE
 One module per subject, each with a `register(app)`: `models` (models build|list,
 difficulty), `train` (train, flops), `ui`, `demo`, `sweep` (sweep plan|run), `analysis`
 (frontier), `report` (report, compare: one HTML page per sweep or pair of sweeps), `runs`
-(runs export|import), `study` (study list|run, init). This is the only
+(runs export|import), `study` (study list|run, init), `bundle` (an offline bundle for a GPU
+node) and `gpu_check` (gpu-check). This is the only
 package that imports typer, and nothing outside it imports it. Modules import only typer, rich
 and light isolab modules at the top; a command imports what it needs (torch, MLflow, polars)
 when it runs, so that `isolab --help` takes a fraction of a second
@@ -22,7 +23,19 @@ import sys
 import typer
 from typer.core import TyperGroup
 
-from isolab.cli import analysis, demo, models, report, runs, study, sweep, train, ui
+from isolab.cli import (
+    analysis,
+    bundle,
+    demo,
+    gpu_check,
+    models,
+    report,
+    runs,
+    study,
+    sweep,
+    train,
+    ui,
+)
 from isolab.cli.common import EXIT_STORE_BUSY, fail
 from isolab.logs import configure
 
@@ -54,7 +67,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 # `--help` lists single commands, then groups, each in the order registered here
-for module in (models, train, ui, demo, sweep, analysis, report, runs, study):
+for module in (models, train, ui, demo, sweep, analysis, report, runs, study, bundle, gpu_check):
     module.register(app)
 
 

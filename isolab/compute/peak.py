@@ -83,6 +83,17 @@ def device_peak(dtype: str, cuda_name: str | None = None) -> Peak:
     )
 
 
+def run_device_peak() -> Peak:
+    """The peak a run's MFU divides by: on CUDA the GPU's bf16 (runs train in bf16 there,
+    `isolab.rl.prepare.grpo_args`) from the table by torch's device name; else this host's fp32
+    CPU rate. torch is imported here, not with the module (planning never pays for it)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return device_peak("bf16", torch.cuda.get_device_name())
+    return device_peak("fp32")
+
+
 def cpu_matmul_peak(threads: int | None = None) -> float:
     """This host's CPU peak at `threads` (default: this process's): the fastest fp32 matmul
     rate measured here — this process's probe (`probe_matmul`, once per process and thread
