@@ -20,6 +20,7 @@ class BuildWithBundle(build_py):
         for name, patterns in (
             ("studies", ("*.yaml",)),
             ("notebooks", ("*.ipynb", "*.py")),
+            ("examples", ("*.yaml", "*.py", "*.jsonl")),
             ("runs", ("runs.parquet", "snapshot.json")),
         ):
             for path in (HERE / name).rglob("*"):

@@ -6,7 +6,9 @@ the expected prompt and completion lengths; the ledger's formulas are the ones a
 
 Expected lengths come from the task: the mean tokenized prompt of a sample of problems, and
 for completions the raw arithmetic target (answer digits + EOS) or, for chat tasks, the cap
-`max_completion_tokens` (an upper bound: instruct LMs usually stop earlier).
+`max_completion_tokens` (an upper bound: instruct LMs usually stop earlier). A measured mean
+completion length (a probe's, or the store's last runs': `isolab.sweep.lengths`) is passed in
+as `completion_len` by `isolab flops` and `sweep plan`; a run's config never depends on it.
 
 Planning reads a model's config and tokenizer, never its weights, and never runs code a model
 ships, whatever `trust_remote_code` says: that opt-in is for training.
@@ -24,11 +26,21 @@ from isolab import models
 from isolab.compute.ledger import plan_run
 from isolab.compute.shapes import lora_spec
 from isolab.config import RunConfig, reward_parts
+from isolab.models.loading import refuse_remote_code
 from isolab.models.reward import reward_model_config_for
-from isolab.models.weights import refuse_remote_code
 from isolab.rl import engines
 from isolab.tasks import arithmetic
 from isolab.tasks.base import as_text
+
+
+class CannotRun(ValueError):
+    """This model cannot run this task (a tiny arithmetic model on a task card), with the model
+    to use instead: a sweep drops such a point with this reason, `isolab flops` exits 2 on it."""
+
+
+class Unreadable(ValueError):
+    """A model's config or tokenizer, or the task's data, cannot be read here (not on the hub,
+    no network, no such file): a sweep plans the point without FLOPs rather than fail."""
 
 
 def model_config(name: str):
@@ -68,7 +80,7 @@ def _read(from_pretrained, name: str, what: str):
         refuse_remote_code(err, PLAN_REMOTE_CODE.format(name=name))
         raise
     except OSError as err:  # not on the hub, or no such file in the folder
-        raise ValueError(f"model: cannot read the {what} of {name!r}: {err}") from err
+        raise Unreadable(f"model: cannot read the {what} of {name!r}: {err}") from err
 
 
 def _pretrained_source(name: str) -> tuple:
@@ -90,7 +102,7 @@ def expected_lengths(
     200 training problems (from `data_dir`, else the hub); completions at their cap."""
     if models.is_tiny(model):
         if task != "arithmetic":
-            raise ValueError(models.tiny_refusal(model, task))
+            raise CannotRun(models.tiny_refusal(model, task))
         problems = arithmetic.generate_problems(500, seed=12345)
         prompt = np.mean([len(arithmetic.raw_prompt(p)) for p in problems])
         completion = np.mean([len(arithmetic.raw_target(p)) + 1 for p in problems])
@@ -107,7 +119,7 @@ def expected_lengths(
     try:
         sample = t.problems(split="train", limit=200, data_dir=data_dir)
     except Exception as exc:  # a missing file, no network: many types, one fix
-        raise ValueError(
+        raise Unreadable(
             f"give --prompt-len for task {task!r}, or a data_dir: measuring the prompt length "
             f"needs the data set ({exc})"
         ) from exc
@@ -153,14 +165,32 @@ def _reward_prompt_len(kind: str, reward_model: str, task: str, data_dir: str | 
 
 
 def plan_config(
-    cfg: RunConfig, prompt_len: float | None = None, completion_len: float | None = None
+    cfg: RunConfig,
+    prompt_len: float | None = None,
+    completion_len: float | None = None,
+    *,
+    here: bool = False,
 ) -> dict[str, Any]:
-    """The ledger's plan for `cfg`: per-step and total FLOPs of each component, and ρ."""
+    """The ledger's plan for `cfg`: per-step and total FLOPs of each component, and ρ.
+
+    `here`: the log-prob passes' LM-head positions as a run on this machine is charged them
+    (`isolab.rl.trainer`: the completion's on CUDA, TRL's fused head; every position of the row
+    but the last on CPU), for an estimate of a run here (`isolab flops`, `sweep plan`'s FLOPs).
+    Off, the completion's everywhere: a plan that sets a run's steps (an IsoFLOP grid's M) must
+    be the same on every machine, or the run's key would follow the machine. On a CPU, a small
+    vocabulary's head over a long prompt is a tenth of tiny-chat's learning FLOPs."""
     models.check_source(cfg.model)  # before the tokenizer: a typo fails here, not on the hub
     if prompt_len is None or completion_len is None:
         p, c = expected_lengths(cfg.model, cfg.task, cfg.max_completion_tokens, cfg.data_dir)
         prompt_len = p if prompt_len is None else prompt_len
         completion_len = c if completion_len is None else completion_len
+    logits_len = None
+    if here:
+        from isolab.rl.trainer import _logits_lens  # the rule the run's ledger follows
+
+        # as plan_run truncates every length it is given
+        row, completion = int(prompt_len + completion_len), int(completion_len)
+        logits_len = _logits_lens([row], [completion])[0]
     plan = plan_run(
         model_config(cfg.model),
         n=cfg.n,
@@ -176,5 +206,6 @@ def plan_config(
         old_policy_forward=cfg.num_iterations > 1 or engines.engine(cfg) == "vllm",
         search_oversample=cfg.search_oversample,
         reward_len=reward_length(cfg, completion_len),
+        logits_len=logits_len,
     )
     return {**plan, "prompt_len": prompt_len, "completion_len": completion_len}

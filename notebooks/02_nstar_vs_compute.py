@@ -122,6 +122,18 @@ if "saturation" in report.figures:  # the smoke scale trains on the whole pool
 print(report.summary_text())
 
 # %% [markdown]
+# ## The answer: what to use at the largest compute
+# The allocation `isolab.frontier.recommend` gives at the largest compute of the sweep, with
+# the n that the runs' noise cannot tell apart from the best: the sentence that
+# `isolab frontier`, `isolab report` and the sweep's MLflow description state, word for word
+# (`isolab.frontier.answers`).
+
+# %%
+from isolab.frontier import answers
+
+print("\n".join(answers(data["main"])))
+
+# %% [markdown]
 # ## The adaptive path: the same n\* for less compute?
 # The grid trains every arm (an n × B_p with its seeds) to the end. An adaptive sweep
 # (`isolab.sweep.adaptive`, successive halving on the common checkpoints) stops, from checkpoint

@@ -98,6 +98,12 @@ def test_a_sweeps_description_names_no_winner_without_its_noise():
     assert "`isolab report my-card-sweep`" in note and "noise" in note
     assert "n ∈ {4, 8}" in note
     assert "isolab report" not in sweep_note("empty", [{"name": "a", "params": {}, "metrics": {}}])
+    # once the sweep has finished, the description states the answer itself, as given (the
+    # sentence `isolab.frontier.answer.stated` makes), and no longer sends the reader away
+    answer = ("recommendation: at C = 64 use n ≈ 4, B_p ≈ 2, M ≈ 8; n ∈ {4, 8} are within "
+              "noise of the best",)  # fmt: skip
+    stated = sweep_note("my-card-sweep", points, answer=answer)
+    assert answer[0] in stated and "isolab report" not in stated and "0.188" not in stated
 
 
 def test_a_tiny_arithmetic_model_on_a_card_is_refused_at_plan(cli, tmp_path: Path):

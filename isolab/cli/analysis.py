@@ -9,9 +9,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from isolab.cli.common import TrackingUri, check_out, console, fail, load_runs_table, safe
+from isolab.cli.common import (
+    TrackingUri,
+    check_out,
+    console,
+    fail,
+    fit_names,
+    load_runs_table,
+    safe,
+)
 from isolab.cli.report import check_budget
-from isolab.vocab import EVAL_AVG, ROLLOUTS
+from isolab.vocab import EVAL_AVG, EVAL_PREFIX, ROLLOUTS, RUN_KEY
 
 if TYPE_CHECKING:
     import polars as pl
@@ -67,7 +75,7 @@ def print_frame(df: pl.DataFrame, title: str, max_rows: int = 12) -> None:
     if len(rows) < df.height:
         caption.append(f"{df.height - len(rows)} rows without a finite value left out")
     table.caption = "; ".join(caption) or None
-    console.print(table)
+    console.print(fit_names(table))
     for text, mark in notes.items():
         console.print(f"  [{mark}] {text}", markup=False, highlight=False)
 
@@ -136,7 +144,7 @@ def frontier_cmd(
     Reads an MLflow experiment or a snapshot folder (a folder holding runs.parquet, e.g.
     runs/nstar/cpu/main/), prints the tables and a recommendation, and writes figures, CSV
     tables and findings to an output folder of its own (never into the snapshot). The same
-    report as `isolab.study.analyses.frontier.frontier_report`.
+    report as `isolab.study.frontier.frontier_report`.
 
     The recommendation prints its own validation next to it (ScaleRL's protocol,
     `isolab.frontier.validate`): the same advice made from the runs up to C/2 and C/4, C the
@@ -150,7 +158,7 @@ def frontier_cmd(
     """
     from isolab.frontier.fit import MAX_N_BOOT
     from isolab.paths import name_path, runs_dir
-    from isolab.study.analyses.frontier import frontier_report
+    from isolab.study.frontier import frontier_report
     from isolab.study.pipeline import save_report
     from isolab.tracking.snapshot import is_snapshot, read_snapshot_meta, snapshot_experiment
 
@@ -162,7 +170,7 @@ def frontier_cmd(
     if x not in df.columns:
         fail(f"compute column {x!r} is not in the runs table; columns: {sorted(df.columns)}")
     if metric not in df.columns:
-        evals = sorted(c for c in df.columns if c.startswith("eval/"))
+        evals = sorted(c for c in df.columns if c.startswith(EVAL_PREFIX))
         fail(f"metric {metric!r} is not in the runs table; evaluation metrics there: {evals}")
     snapshot = is_snapshot(target)
     # a snapshot is reported (and --log logs) under the experiment it was exported from; one
@@ -185,7 +193,7 @@ def frontier_cmd(
         fail(str(exc))
     check_out(out, folder=True)
     console.print(
-        f"[bold]{safe(experiment)}[/]: {df['run_key'].n_unique() if 'run_key' in df.columns else '?'} "
+        f"[bold]{safe(experiment)}[/]: {df[RUN_KEY].n_unique() if RUN_KEY in df.columns else '?'} "
         f"runs, {df.height} evaluation points"
     )
     try:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from isolab.cli.common import console, fail, progress, safe
+from isolab.cli.common import console, fail, fit_names, progress, safe
 
 models_app = typer.Typer(help="Install and list model presets.", no_args_is_help=True)
 
@@ -105,8 +105,6 @@ def models_list() -> None:
     from isolab import models
 
     table = Table("preset", "installed", "params", "sha256", "Easy tr/val", "Hard tr/val")
-    for column in table.columns:
-        column.no_wrap = True
     for row in models.list_models():
         params = f"{row['params'] / 1e6:.2f}M" if row["params"] else "—"
         sha = row["digest"][:12] if row["digest"] else "—"
@@ -116,7 +114,7 @@ def models_list() -> None:
             f"{row[s]['train']}/{row[s]['val']}" if row[s] else "—" for s in ("easy", "hard")
         )
         table.add_row(row["name"], row["installed"], params, sha, easy, hard)
-    console.print(table)
+    console.print(fit_names(table))
 
 
 def _band(text: str, name: str) -> tuple[float, float]:

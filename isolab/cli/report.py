@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from isolab.cli.common import TrackingUri, check_out, console, fail, load_runs_table, safe
-from isolab.vocab import EVAL_AVG, ROLLOUTS
+from isolab.vocab import COMPUTE_PREFIX, EVAL_AVG, ROLLOUTS
 
 if TYPE_CHECKING:
     import polars as pl
@@ -181,7 +181,7 @@ def _check_columns(df: pl.DataFrame, target: str, metric: str, x: str) -> None:
 
     numeric = {c for c, t in df.schema.items() if t.is_numeric()}
     if x not in numeric:
-        computes = sorted(c for c in numeric if c.startswith(("compute/", "flops")))
+        computes = sorted(c for c in numeric if c.startswith((COMPUTE_PREFIX, "flops")))
         fail(
             f"--x {x!r} is not a column of the runs of {target}; compute columns there: "
             f"{computes}. Pass one of them (compute/rollouts or flops/total)."

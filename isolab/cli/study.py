@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from isolab.cli.common import TrackingUri, console, err, exit_interrupted, fail
+from isolab.cli.common import TrackingUri, console, err, exit_interrupted, fail, fit_names
 
 study_app = typer.Typer(
     help="The curated studies behind the notebooks: list them, run one at a scale.",
@@ -33,7 +33,7 @@ def list_cmd() -> None:
             if specs:
                 scales.append(f"{scale}{' ✓' if study.has_snapshots(s, scale) else ''}")
         table.add_row(s.name, s.notebook, ", ".join(s.sweeps), " ".join(scales))
-    console.print(table)
+    console.print(fit_names(table, names=2))
     console.print(
         "scales listed have specs under studies/; ✓ = results under runs/<study>/<scale>/,\n"
         "which `isolab study run` and the notebooks re-plot from without training."
@@ -102,15 +102,23 @@ def run_cmd(
     console.print(f"figures → {out}/figures/ ({len(report.figures)}), findings → {out}/findings.md")
 
 
+#: What `isolab init` copies into a project, from the checkout or the installed bundle: the
+#: notebooks (and their jupytext scripts), the studies' specs, and the examples the README and
+#: docs/your-setting.md run (run configs, the word-problems card, its data and reward).
+INIT_FOLDERS = ("notebooks", "studies", "examples")
+INIT_SUFFIXES = (".ipynb", ".py", ".yaml", ".jsonl")
+
+
 def init_cmd(
     folder: Annotated[
         Path, typer.Argument(help="Project folder to lay out (created if missing).")
     ] = Path("."),
     force: Annotated[bool, typer.Option(help="Overwrite notebooks already there.")] = False,
 ) -> None:
-    """Lay out an isolab project: the eight notebooks, the studies' sweep specs and the committed
-    cpu-scale snapshots, and runs/ (the MLflow store and caches go there). Works from an
-    installed isolab, no checkout needed."""
+    """Lay out an isolab project: the notebooks, the studies' sweep specs, the example run
+    configs and task card (`examples/`, word-problems among them), the committed cpu-scale
+    snapshots, and runs/ (the MLflow store and caches go there). Works from an installed
+    isolab, no checkout needed."""
     import shutil
 
     from isolab.paths import bundle_dir
@@ -120,9 +128,9 @@ def init_cmd(
         fail(f"no notebooks at {source}: reinstall isolab (`pip install isolab`).")
     files = [
         path
-        for name in ("notebooks", "studies")
+        for name in INIT_FOLDERS
         for path in sorted((source / name).rglob("*"))
-        if path.is_file() and path.suffix in (".ipynb", ".py", ".yaml")
+        if path.is_file() and path.suffix in INIT_SUFFIXES and "__pycache__" not in path.parts
     ]
     snapshots = [p.parent for p in sorted((source / "runs").glob("*/*/*/runs.parquet"))]
     blocker = _in_the_way(
@@ -154,8 +162,9 @@ def init_cmd(
     console.print(
         f"{folder.resolve()}: {copied} file(s) and snapshot(s) laid out"
         + (f", {kept} kept (--force overwrites)" if kept else "")
-        + ".\nNext: `isolab study list`, `isolab study run nstar --scale cpu` (re-plots the "
-        "shipped snapshot), or `jupyter lab notebooks/`."
+        + f" ({', '.join(f'{name}/' for name in INIT_FOLDERS)}, runs/).\nNext: `isolab study "
+        "list`, `isolab study run nstar --scale cpu` (re-plots the shipped snapshot), "
+        "`isolab train examples/tiny-easy.yaml`, or `jupyter lab notebooks/`."
     )
 
 

@@ -25,6 +25,7 @@ The runs table's column names are in `isolab.vocab`, its schema and frame helper
 `isolab.table`.
 """
 
+from isolab.frontier.answer import answers, settings, stated
 from isolab.frontier.effects import MetricEffect, metric_effect
 from isolab.frontier.envelope import frontier, record_points
 from isolab.frontier.fit import SigmoidFit, fit_sigmoid
@@ -69,4 +70,7 @@ __all__ = [
     "tradeoff_fixed_batch",
     "validate",
     "validate_recommend",
+    "answers",
+    "settings",
+    "stated",
 ]

@@ -2,8 +2,9 @@
 
 `Timing`'s defaults were measured with tiny-m; a real LM is orders of magnitude slower per
 rollout (`sweep plan` once estimated 8 s for a SmolLM2 run that took 159 s). `probe_timing`
-loads the model, generates one batch of the task's prompts at full completion length, runs one
-forward and backward pass over it and one AdamW step, and turns those times into a `Timing`:
+loads the model, generates one batch of the task's prompts freely (untimed: its mean completion
+length is recorded for the plans, `isolab.sweep.lengths`), then at full completion length, runs
+one forward and backward pass over it and one AdamW step, and turns those times into a `Timing`:
 
 - `eval_sample_s`: generation seconds per sampled completion;
 - `rollout_s`: generation plus one forward and backward pass, per rollout (TRL's extra
@@ -75,11 +76,29 @@ def timing_path(cfg: RunConfig) -> Path:
     return cache_root() / "timing" / f"{safe}__{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 
+def cached_record(cfg: RunConfig) -> dict | None:
+    """What the probe of `cfg`'s model, task and completion length cached on this machine
+    measured (`probe_timing`'s record), without measuring anything; None when there is none."""
+    path = timing_path(cfg)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
 def cached_timing(cfg: RunConfig) -> Timing | None:
     """The probe of `cfg`'s model, task and completion length cached on this machine, without
     measuring anything (None when there is none): `sweep plan` estimates from it unasked."""
-    path = timing_path(cfg)
-    return Timing(**json.loads(path.read_text())["timing"]) if path.exists() else None
+    record = cached_record(cfg)
+    return Timing(**record["timing"]) if record is not None else None
+
+
+def completion_tokens(completions, eos_token_id: int | None) -> float:
+    """Mean tokens of generated `completions` (token ids after the prompt), each up to and
+    including its first EOS, as TRL's `completions/mean_length` counts them; a completion
+    without one counts whole (it hit the cap)."""
+    lengths = []
+    for row in completions.tolist():
+        end = row.index(eos_token_id) + 1 if eos_token_id in row else len(row)
+        lengths.append(end)
+    return sum(lengths) / max(1, len(lengths))
 
 
 def probe_timing(cfg: RunConfig, *, refresh: bool = False) -> tuple[Timing, dict]:
@@ -101,8 +120,11 @@ def probe_timing(cfg: RunConfig, *, refresh: bool = False) -> tuple[Timing, dict
     enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
     tokens = cfg.max_completion_tokens
     gen = dict(do_sample=True, temperature=cfg.temperature, pad_token_id=tok.pad_token_id)
-    with torch.no_grad():  # one-time costs (kernels, caches) out of the measurement
-        model.generate(**enc, max_new_tokens=1, **gen)
+    with torch.no_grad():
+        # free generation, untimed: one-time costs (kernels, caches) out of the measurement,
+        # and the length the model writes when it may stop (`isolab.sweep.lengths`)
+        free = model.generate(**enc, max_new_tokens=tokens, **gen)
+        free_len = completion_tokens(free[:, enc["input_ids"].shape[1] :], tok.eos_token_id)
         t0 = time.perf_counter()
         out = model.generate(**enc, max_new_tokens=tokens, min_new_tokens=tokens, **gen)
         generate_s = time.perf_counter() - t0
@@ -132,6 +154,7 @@ def probe_timing(cfg: RunConfig, *, refresh: bool = False) -> tuple[Timing, dict
             "optimizer_step_s": step_s,
             "samples": n,
             "completion_tokens": tokens,
+            "completion_tokens_mean": free_len,
             "prompt_tokens": int(enc["input_ids"].shape[1]),
         },
         "model": cfg.model,

@@ -7,7 +7,7 @@ Pure functions of a run's params and last metric values; `parents` and `importin
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from isolab.tracking.run_figure import FIGURE_FILE
@@ -27,8 +27,9 @@ from isolab.vocab import (
 NOTE_TAG = "mlflow.note.content"
 #: How a sweep's description opens (`sweep_note`): a description that does not is a person's.
 SWEEP_NOTE_START = "**Sweep `"
-#: Where a sweep's description sends a reader for its answer: the one recommendation, hedged by
-#: the runs' noise and checked on held-out compute (`isolab.frontier.recommend`).
+#: Where a sweep's description sends a reader for its answer when it was not stated with it (a
+#: sweep still running, an import): the one recommendation, hedged by the runs' noise and
+#: checked on held-out compute (`isolab.frontier.answer`).
 ANSWER = (
     "Which allocation to use at a budget, with the runs' noise and the n within it of the best: "
     "`isolab report {name}`. The highest final score alone is a maximum over noisy runs, not "
@@ -109,15 +110,19 @@ def sweep_note(
     table_link: str | None = None,
     charts_link: str | None = None,
     parent_link: str | None = None,
+    answer: Sequence[str] = (),
 ) -> str:
     """A sweep's description: its grid (the values each coordinate takes), where its answer is
-    stated (`ANSWER`), and links to its runs table, its charts against compute and the run
-    holding its analysis. `points` are the runs' names, params and last metrics (dicts with
-    `name`, `params` and `metrics`).
+    stated, and links to its runs table, its charts against compute and the run holding its
+    analysis. `points` are the runs' names, params and last metrics (dicts with `name`,
+    `params` and `metrics`); `answer`, the sentences `isolab.frontier.answer.stated` made from
+    the finished runs (the sweep layer computes them: this one reads no fits).
 
-    It names no best point: the highest final score is a maximum over noisy runs, and once
-    named a winner without its noise (0.188 for n8·bp2) where the report, hedging, advised
-    another of a tie. The allocation is stated once, with its noise, by `isolab report`."""
+    It names no best point of its own: the highest final score is a maximum over noisy runs,
+    and once named a winner without its noise (0.188 for n8·bp2) where the report, hedging,
+    advised another of a tie. It states `answer`, the sentence `isolab frontier`, `isolab
+    report` and notebook 02 print; without one, it sends the reader to `isolab report`
+    (`ANSWER`)."""
     lines = [f"{SWEEP_NOTE_START}{name}`**: {len(points)} runs, one per grid point and seed."]
     grid = []
     for p in ("model", "split", "reward", "n", "B_p", "M", "seed"):
@@ -126,7 +131,9 @@ def sweep_note(
             grid.append(f"{p} ∈ {{{', '.join(sorted(map(str, values), key=_order))}}}")
     if grid:
         lines.append("Grid: " + "; ".join(grid) + ".")
-    if any(avg_key(pt["metrics"]) is not None for pt in points):
+    if answer:
+        lines.extend(answer)
+    elif any(avg_key(pt["metrics"]) is not None for pt in points):
         lines.append(ANSWER.format(name=name))
     links = [
         f"[{text}]({url})"

@@ -42,7 +42,7 @@ from isolab.tracking.tags import (
     mlflow_key,
     source_tags,
 )
-from isolab.tracking.views import ensure_view, run_url
+from isolab.tracking.views import colour_tags, ensure_view, run_url
 from isolab.vocab import FINISHED, RunStatus
 
 log = logging.getLogger(__name__)
@@ -101,11 +101,15 @@ class RunLogger:
 
     @uninterrupted
     def log_params(self, params: dict[str, Any]) -> None:
+        """Log `params`; with n among them, the run's chart colour too (`views.colour_tags`)."""
         self.params.update(params)  # what the run's description quotes (`describe_run`)
         items = [Param(k, _param_str(v)) for k, v in sorted(params.items())]
         for i in range(0, len(items), MAX_PARAMS_TAGS_PER_BATCH):
             batch = items[i : i + MAX_PARAMS_TAGS_PER_BATCH]
             self.client.log_batch(self.run_id, params=batch)
+        colour = colour_tags(params)
+        if colour:
+            self.client.log_batch(self.run_id, tags=[RunTag(k, v) for k, v in colour.items()])
 
     @uninterrupted
     def set_tags(self, tags: dict[str, str]) -> None:

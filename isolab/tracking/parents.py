@@ -36,8 +36,16 @@ from isolab.tracking.tags import (
     SWEEP_TAG,
     source_tags,
 )
-from isolab.tracking.views import POINTS_FILTER, ensure_view, run_url, runs_url
-from isolab.vocab import FINISHED, FLOPS_TOTAL, KILLED, RHO, ROLLOUTS, RUNNING
+from isolab.tracking.views import (
+    COLOURS_NOTE,
+    MODE_NOTE,
+    POINTS_FILTER,
+    colour_tags,
+    ensure_view,
+    run_url,
+    runs_url,
+)
+from isolab.vocab import EVAL_PREFIX, FINISHED, FLOPS_TOTAL, KILLED, RHO, ROLLOUTS, RUN_ID, RUNNING
 
 log = logging.getLogger(__name__)
 
@@ -167,22 +175,30 @@ def _find_or_create_parent(
 
 
 def finish_parent(
-    experiment: str, parent: str, uri: str | None = None, interrupted: bool = False
+    experiment: str,
+    parent: str,
+    uri: str | None = None,
+    interrupted: bool = False,
+    answer: tuple[str, ...] = (),
 ) -> None:
     """Bring sweep `parent` up to date with its children: its status and end time (FINISHED at
     the last child's end; KILLED when the sweep was `interrupted`, until a run of the same sweep
     completes it), its points table, its description and the experiment's (see the module
-    docstring). Best effort: a store that refuses a write leaves a warning, not a failed sweep."""
+    docstring), stating `answer` (`isolab.frontier.answer.sweep_answers`, made by the sweep
+    layer) when given. Best effort: a store that refuses a write leaves a warning, not a failed
+    sweep."""
     uri = resolve_uri(uri)
     c = client(uri)
     try:
         with interrupts_deferred():
-            _finish(c, experiment_id(experiment, uri), experiment, parent, interrupted)
+            _finish(c, experiment_id(experiment, uri), experiment, parent, interrupted, answer)
     except (MlflowException, OSError) as exc:
         log.warning("could not describe sweep %s on run %s: %s", experiment, parent, exc)
 
 
-def _finish(c: MlflowClient, exp_id: str, name: str, parent: str, interrupted: bool) -> None:
+def _finish(
+    c: MlflowClient, exp_id: str, name: str, parent: str, interrupted: bool, answer: tuple[str, ...]
+) -> None:
     children = _children(c, exp_id, parent)
     ends = [r.info.end_time for r in children if r.info.end_time]
     if interrupted:  # not all its points ran: the sweep is not finished
@@ -204,16 +220,30 @@ def _finish(c: MlflowClient, exp_id: str, name: str, parent: str, interrupted: b
         for r in children
     ]  # fmt: skip
     _log_points(c, parent, points)
+    _colour_by_n(c, children)
     key = ensure_view(c, exp_id)
     links = {
         "table_link": runs_url("", exp_id, key),
         "charts_link": runs_url("", exp_id, key, charts=True),
     }
-    table = f"Its points, best first: `{POINTS_TABLE}` (Artifacts)."
-    c.set_tag(parent, NOTE_TAG, f"{sweep_note(name, points, **links)}\n\n{table}")
+    table = f"Its points, best first: `{POINTS_TABLE}` (Artifacts). {COLOURS_NOTE}"
+    c.set_tag(parent, NOTE_TAG, f"{sweep_note(name, points, **links, answer=answer)}\n\n{table}")
+    parent_link = run_url("", exp_id, parent)
     _describe_experiment(
-        c, exp_id, sweep_note(name, points, **links, parent_link=run_url("", exp_id, parent))
+        c,
+        exp_id,
+        f"{sweep_note(name, points, **links, parent_link=parent_link, answer=answer)}\n\n"
+        f"{COLOURS_NOTE} {MODE_NOTE}",
     )
+
+
+def _colour_by_n(c: MlflowClient, children: list) -> None:
+    """Colour each of the sweep's runs by its n (`views.colour_tags`) where it is not yet:
+    imported runs, and runs logged before isolab coloured them."""
+    for r in children:
+        tags = colour_tags(r.data.params)
+        if tags and any(r.data.tags.get(k) != v for k, v in tags.items()):
+            c.log_batch(r.info.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
 
 
 def _children(c: MlflowClient, exp_id: str, parent: str) -> list:
@@ -242,7 +272,7 @@ def _points_frame(points: list[dict]):
     rows = []
     for pt in points:
         avg = avg_key(pt["metrics"])
-        row = {"run": pt["name"], "run_id": pt["id"]}
+        row = {"run": pt["name"], RUN_ID: pt["id"]}
         row.update({p: pt["params"].get(p) for p in POINT_PARAMS})
         row[avg or "avg"] = pt["metrics"].get(avg) if avg else None
         row.update({k: pt["metrics"].get(k) for k in (RHO, FLOPS_TOTAL, ROLLOUTS)})
@@ -251,7 +281,7 @@ def _points_frame(points: list[dict]):
     # text as object columns: MLflow's `log_table` looks for images among those, and pandas
     # 3 warns when its `str` columns are picked up that way
     df = df.astype({c: object for c in df.columns if pd.api.types.is_string_dtype(df[c])})
-    score = next((c for c in df.columns if c.startswith("eval/")), None)
+    score = next((c for c in df.columns if c.startswith(EVAL_PREFIX)), None)
     return df.sort_values(score, ascending=False, na_position="last") if score else df
 
 

@@ -17,11 +17,20 @@ same tag; MLflow 3.17's `useSharedExperimentViewState`). The tag holds the page'
 
 `ensure_view` writes the tag (`isolab ui` as it starts, a finished run, an import) and `runs_url`
 gives the link that opens it.
+
+Charts colour runs by n, not one colour per run: MLflow 3.17 keeps a run's colour in its tag
+`mlflow.runColor` (what its colour picker writes, read back with every runs search), and
+isolab writes it from n (`colour_tags`): one colour per n, viridis over log₂ n, the same in
+every sweep. Links open MLflow's model-training mode (`ML_MODE`): MLflow 3.17 picks its mode
+from the URL's `workflowType`, else from the browser's last choice (its local storage, GenAI
+until a person switches); the experiment's `mlflow.experimentKind` tag only counts where that
+switch is off.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from mlflow.tracking import MlflowClient
@@ -45,6 +54,46 @@ POINTS_FILTER = f"tags.`{KIND_TAG}` IS NULL"
 #: The grid's coordinates, as the runs table's columns (RunConfig's field names).
 GRID_PARAMS = ("n", "B_p", "M", "seed")
 SECTION = "At equal compute"
+
+
+#: MLflow's run tag holding a run's colour in its charts and runs table (a CSS colour).
+COLOUR_TAG = "mlflow.runColor"
+#: n whose colour ends the scale: larger n share its colour.
+N_COLOUR_MAX = 512
+
+
+def colour_of_n(n: float) -> str:
+    """The colour of a run with n rollouts per problem: viridis over log₂ n from n = 1 (dark
+    purple) to `N_COLOUR_MAX` (yellow-green), so that runs of one n share a line colour and
+    larger n read as lighter in every sweep."""
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+
+    share = math.log2(max(float(n), 1.0)) / math.log2(N_COLOUR_MAX)
+    return to_hex(colormaps["viridis"](0.9 * min(share, 1.0)))  # 0.9: no pale yellow on white
+
+
+def colour_tags(params: dict[str, Any]) -> dict[str, str]:
+    """The run tag that colours a run by its n (`COLOUR_TAG`); none when `params` hold no
+    numeric n."""
+    try:
+        return {COLOUR_TAG: colour_of_n(float(params["n"]))}
+    except (KeyError, TypeError, ValueError):
+        return {}
+
+
+#: What a sweep's description says of its charts' colours.
+COLOURS_NOTE = (
+    "Charts colour each run by its n: dark purple for small n, to green and yellow for large n."
+)
+#: What an experiment's description says of MLflow's mode: a run opened from MLflow's own runs
+#: table carries no `workflowType`, and opens in GenAI mode until the browser has been switched
+#: once (checked in MLflow 3.17.2: the switch is then kept in its local storage).
+MODE_NOTE = (
+    "A run opened from MLflow's runs table shows MLflow's GenAI menus until this browser has "
+    "picked **Model training** once (the switch at the top left; MLflow remembers it); "
+    "isolab's own links open in it."
+)
 
 
 def _col(kind: str, key: str) -> str:
