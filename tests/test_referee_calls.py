@@ -12,9 +12,12 @@ import pytest
 import yaml
 
 from isolab import study
+from isolab.study import claims
+from isolab.study.healthy_recipe import lr_exponent
+from isolab.study.healthy_recipe import worlds as hw
+from isolab.study.mixtures.optimum import coverage_expansion, coverage_keeps
 from isolab.tracking.runs import load_runs
-from isolab.verdicts import Verdict, claims, lr_exponent, testbed
-from isolab.verdicts.mixtures import coverage_expansion, coverage_keeps
+from isolab.verdicts import Verdict, testbed
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,7 +41,7 @@ def test_the_new_testbed_is_the_nstar_specs_and_the_lr_grid_runs_on_it():
     grid = _spec(lr_exponent.SPEC)["base"]
     assert nstar["pool_size"] == testbed.NEW_POOL == grid["pool_size"]
     assert grid["max_grad_norm"] == nstar["max_grad_norm"] and grid["recipe"] == nstar["recipe"]
-    design = lr_exponent.planned_design()
+    design = hw.planned_design()
     # every batch brackets the sqrt line with lrs two doublings below and three above it
     for (B,), part in design.group_by(["B"]):
         sqrt_lr = 5e-5 * (B / 64) ** 0.5
@@ -70,13 +73,23 @@ def test_new_testbed_runs_pass_the_gate():
 
 def test_old_testbed_claims_are_untested_with_their_reasons():
     healthy = _verdicts("healthy-recipe")
-    for claim in ("healthy.kl_entropy_easy", "healthy.kl_entropy_hard", "healthy.lr_sqrt"):
+    for claim in ("healthy.kl_entropy_easy", "healthy.kl_entropy_hard"):
         assert healthy[claim].call == "inconclusive" and healthy[claim].p_value is None
-    assert healthy["healthy.lr_sqrt"].note.startswith(
-        "untested (old testbed: pool 4,000, lr_base 1.5e-4, clip binding on 68–95% of steps"
-    )
+        assert "untested (old testbed: pool 4,000" in healthy[claim].note
     size = _verdicts("model-size")["size.best_n_depends"]
     assert size.call == "inconclusive" and size.note.endswith("tiny-l gets 12–50 steps")
+
+
+def test_sqrt_scaling_is_read_on_the_new_testbeds_grid_not_the_old_contest():
+    """The old lr-scaling runs (old testbed) made the call untested; the pre-registered (B, lr)
+    grid on the new testbed locates the best lr at all four B, and its exponent, 0.50 [0.46,
+    0.54], is inside sqrt's margin and rejects constant and linear."""
+    healthy = _verdicts("healthy-recipe")
+    lr = healthy["healthy.lr_sqrt"]
+    assert lr.call == "agrees" and lr.statistic == pytest.approx(0.501, abs=0.001)
+    assert lr.interval[0] > 0.25 and lr.interval[1] < 0.75
+    assert "e = 0 (constant) p = 2.1e-36" in lr.note and "e = 1 (linear) p = 2.9e-36" in lr.note
+    assert "old testbed" not in lr.note.split("Robustness")[0].lower()
 
 
 def test_the_pilot_locates_no_optimum_so_its_exponent_has_no_interval():
