@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from isolab.cli.bundle import BUDGET_MB, IMAGE_PACKAGES, node_packages, platform_tags, size_mb
+from isolab.cli.bundle import BUDGET_MB, size_mb
+from isolab.cli.bundle_packages import IMAGE_PACKAGES, node_packages, platform_tags
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
@@ -33,8 +34,17 @@ def test_the_bundle_pins_what_the_node_lacks_at_the_tested_versions():
     assert pins["polars"] == "1.20.0"  # one 33 MB wheel, not polars 2's 54 MB runtime
     # the SQL store's packages, and the Databricks namespace mlflow probes at import
     assert {"sqlalchemy", "alembic", "sqlparse", "cryptography", "databricks-sdk"} <= set(pins)
-    left_out = {"torch", "transformers", "numpy", "pandas", "statsmodels", "mlflow",
-                "google-auth", "polars-runtime-32", "isolab"}  # fmt: skip
+    left_out = {
+        "torch",
+        "transformers",
+        "numpy",
+        "pandas",
+        "statsmodels",
+        "mlflow",
+        "google-auth",
+        "polars-runtime-32",
+        "isolab",
+    }
     assert left_out.isdisjoint(pins)
     with_ols = node_packages(("statsmodels",))
     assert {"statsmodels", "patsy"} <= set(with_ols) and "numpy" not in with_ols
@@ -123,8 +133,20 @@ def node(bundle, tmp_path_factory) -> Path:
     _run([UV, "venv", "-q", venv, "--python", sys.executable], root)
     image = [f"{name}=={md.version(name)}" for name in IMAGE_PACKAGES]
     links = [x for d in os.environ.get("PIP_FIND_LINKS", "").split() for x in ("--find-links", d)]
-    _run([UV, "pip", "install", "-q", "--python", venv / "bin" / "python", "--offline",
-          *links, *image], root)  # fmt: skip
+    _run(
+        [
+            UV,
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            venv / "bin" / "python",
+            "--offline",
+            *links,
+            *image,
+        ],
+        root,
+    )
     env = {**_node_env(root), "PYTHON": str(venv / "bin" / "python")}
     out = _run(["bash", bundle / "install.sh"], root, env)
     assert "self-check passed" in out and "polars 1.20.0" in out
@@ -154,10 +176,22 @@ def test_a_bundle_over_budget_is_refused_and_says_so(tmp_path):
     if not (DATA / "gsm8k" / "train.jsonl").is_file():
         pytest.skip(f"no GSM8K copy at {DATA}")
     out = subprocess.run(
-        [sys.executable, "-m", "isolab.cli", "bundle", str(tmp_path / "b"),
-         "--data-dir", str(DATA), "--budget-mb", "10"],
-        cwd=REPO, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "isolab.cli",
+            "bundle",
+            str(tmp_path / "b"),
+            "--data-dir",
+            str(DATA),
+            "--budget-mb",
+            "10",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 1
     assert "over --budget-mb 10" in out.stderr + out.stdout
 
@@ -172,8 +206,11 @@ def test_installed_offline_the_demo_and_the_gpu_check_run_and_come_back(node, bu
     demo = _run([isolab, "demo", "--steps", "2", "--eval-problems", "4"], tmp_path, env)
     assert "4 · results" in demo and "easy" in demo and "hard" in demo
     out = tmp_path / "check"
-    _run([isolab, "gpu-check", "--device", "cpu", "--data-dir", bundle / "data", "--out", out],
-         tmp_path, env)  # fmt: skip
+    _run(
+        [isolab, "gpu-check", "--device", "cpu", "--data-dir", bundle / "data", "--out", out],
+        tmp_path,
+        env,
+    )
     record = json.loads((out / "gpu-check.json").read_text())
     assert record["device"] == "cpu" and record["random_weights"] is True
     assert [(m["model"], m["engine"]) for m in record["models"]] == [
@@ -187,6 +224,18 @@ def test_installed_offline_the_demo_and_the_gpu_check_run_and_come_back(node, bu
     # carried back: this checkout's isolab reads the snapshots into its own store
     for name, folder in record["snapshots"].items():
         uri = f"sqlite:///{tmp_path / 'laptop.db'}"
-        shown = _run([sys.executable, "-m", "isolab.cli", "runs", "import", out / folder,
-                      "--tracking-uri", uri], tmp_path, _node_env(tmp_path))  # fmt: skip
+        shown = _run(
+            [
+                sys.executable,
+                "-m",
+                "isolab.cli",
+                "runs",
+                "import",
+                out / folder,
+                "--tracking-uri",
+                uri,
+            ],
+            tmp_path,
+            _node_env(tmp_path),
+        )
         assert f"into experiment '{name}'" in shown
