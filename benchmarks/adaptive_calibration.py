@@ -28,17 +28,17 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from isolab.sweep.adaptive import StoppingRule, replay  # noqa: E402
-from isolab.sweep.adaptive_calibration import (  # noqa: E402
+from isolab.sweep.adaptive import StoppingRule, replay
+from isolab.sweep.adaptive_calibration import (
     KINDS,
     PredictedStanding,
     calibrate,
     committed_designs,
     simulate,
 )
-from isolab.sweep.adaptive_worlds import Design  # noqa: E402
-from isolab.tracking.runs import load_runs  # noqa: E402
-from isolab.vocab import DEFAULT_X, DEFAULT_Y  # noqa: E402
+from isolab.sweep.adaptive_worlds import Design
+from isolab.tracking.runs import load_runs
+from isolab.vocab import DEFAULT_X, DEFAULT_Y
 
 NSTAR = Path(__file__).resolve().parents[1] / "runs" / "nstar" / "cpu" / "main"
 #: (name in the table, rule).
@@ -95,8 +95,10 @@ def wide_lead(designs: dict[str, Design], worlds: int, seed: int) -> None:
     print("|---|---|" + "---|" * len(late))
     for split, d in designs.items():
         for name, rule in (RULES[0], RULES[4]):
-            cells = [cell(calibrate(d, rule, k, worlds=worlds, seed=seed, margin=2 * d.margin))
-                     for k in late]  # fmt: skip
+            cells = [
+                cell(calibrate(d, rule, k, worlds=worlds, seed=seed, margin=2 * d.margin))
+                for k in late
+            ]
             print(f"| {split} | {name} | " + " | ".join(cells) + " |")
 
 

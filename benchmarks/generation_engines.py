@@ -36,8 +36,10 @@ def prompts_for(model: str, count: int) -> list[str]:
     problems = task.problems(
         split="test", data_dir=str(REPO.parent / "shared" / "data"), limit=count
     )
-    return [tok.apply_chat_template(task.prompt(p), tokenize=False, add_generation_prompt=True)
-            for p in problems]  # fmt: skip
+    return [
+        tok.apply_chat_template(task.prompt(p), tokenize=False, add_generation_prompt=True)
+        for p in problems
+    ]
 
 
 def hf_tokens_per_s(model_name: str, prompts: list[str], samples: int, max_new: int) -> float:
@@ -52,10 +54,15 @@ def hf_tokens_per_s(model_name: str, prompts: list[str], samples: int, max_new: 
         for i in range(0, len(prompts), 16):
             enc = tok(prompts[i : i + 16], return_tensors="pt", padding=True)
             out = model.generate(
-                **enc, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
-                max_new_tokens=max_new, num_return_sequences=samples,
+                **enc,
+                do_sample=True,
+                temperature=1.0,
+                top_k=0,
+                top_p=1.0,
+                max_new_tokens=max_new,
+                num_return_sequences=samples,
                 pad_token_id=tok.pad_token_id,
-            )  # fmt: skip
+            )
             completions = out[:, enc["input_ids"].shape[1] :]
             generated += int((completions != tok.pad_token_id).sum())
     return generated / (time.perf_counter() - t0)
@@ -99,11 +106,20 @@ def grpo_step_times(model: str, engine: str, steps: int) -> tuple[float, float]:
 
     tiny = model.startswith("tiny")
     cfg = RunConfig(
-        experiment="bench-engines", model=model, generation=engine, n=4, B_p=4 if tiny else 2, M=steps,
-        task="arithmetic" if tiny else "gsm8k", split="easy" if tiny else "all",
-        max_completion_tokens=6 if tiny else 64, eval_problems=4, eval_k_samples=4,
-        data_dir=None if tiny else str(REPO.parent / "shared" / "data"), pool_size=200,
-    )  # fmt: skip
+        experiment="bench-engines",
+        model=model,
+        generation=engine,
+        n=4,
+        B_p=4 if tiny else 2,
+        M=steps,
+        task="arithmetic" if tiny else "gsm8k",
+        split="easy" if tiny else "all",
+        max_completion_tokens=6 if tiny else 64,
+        eval_problems=4,
+        eval_k_samples=4,
+        data_dir=None if tiny else str(REPO.parent / "shared" / "data"),
+        pool_size=200,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         train(cfg, tracking_uri=f"sqlite:///{tmp}/bench.db", on_step=on_step)

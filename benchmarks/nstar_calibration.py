@@ -34,19 +34,19 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from isolab.metrics import clopper_pearson_upper  # noqa: E402
-from isolab.synthetic import (  # noqa: E402
+from isolab.metrics import clopper_pearson_upper
+from isolab.synthetic import (
     FixedOptimumLaw,
     IsoComputeLaw,
     PlateauLaw,
     make_isocompute_runs,
     make_plateau_runs,
 )
-from isolab.verdicts.crossing import crossing_test  # noqa: E402
-from isolab.verdicts.result import ALPHA  # noqa: E402
-from isolab.verdicts.saturation import PLATEAU_MARGIN, plateau_gate  # noqa: E402
-from isolab.verdicts.vertex import vertex_shift  # noqa: E402
-from isolab.vocab import EVAL_AVG  # noqa: E402
+from isolab.verdicts.crossing import crossing_test
+from isolab.verdicts.result import ALPHA
+from isolab.verdicts.saturation import PLATEAU_MARGIN, plateau_gate
+from isolab.verdicts.vertex import vertex_shift
+from isolab.vocab import EVAL_AVG
 
 CHECKPOINTS = [2.0**k for k in range(8, 17)]
 
@@ -69,8 +69,9 @@ def gate_world(k: int, seeds: int, per_doubling: int, seed_sd: float, rising: bo
         brk = float(rng.integers(10, 16)) + (
             float(rng.choice([0.0, 0.5])) if per_doubling == 2 else 0.0
         )
-    df = make_plateau_runs(PlateauLaw(brk, gain), per_doubling=per_doubling, seeds=seeds,
-                           seed_sd=seed_sd, seed=k)  # fmt: skip
+    df = make_plateau_runs(
+        PlateauLaw(brk, gain), per_doubling=per_doubling, seeds=seeds, seed_sd=seed_sd, seed=k
+    )
     gate = plateau_gate(
         df.filter(pl.col("n") == 4), df.filter(pl.col("n") != 4), EVAL_AVG, rule=rule
     )
@@ -79,9 +80,11 @@ def gate_world(k: int, seeds: int, per_doubling: int, seed_sd: float, rising: bo
 
 def calibrate_gate(worlds: int, rule: str) -> None:
     print(f"\n## Saturation gate (C_sat rule `{rule}`), {worlds} worlds per row")
-    print("| seeds | checkpoints | seed SD | passes | C_sat placed | C_sat within 1 doubling "
-          "after the break | C_sat before the break | … by more than the margin | rising: "
-          "passes |")  # fmt: skip
+    print(
+        "| seeds | checkpoints | seed SD | passes | C_sat placed | C_sat within 1 doubling "
+        "after the break | C_sat before the break | … by more than the margin | rising: "
+        "passes |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for seeds in (3, 8):
         for per in (1, 2):
@@ -99,11 +102,13 @@ def calibrate_gate(worlds: int, rule: str) -> None:
                     _, _, up = gate_world(k, seeds, per, sd, True, rule)
                     c["rising"] += up.passed
                 every = "doubling" if per == 1 else "half doubling"
-                print(f"| {seeds} | every {every} | {sd} | {_bounds(c['passes'], worlds)} | "
-                      f"{_bounds(c['placed'], worlds)} | "
-                      f"{_bounds(c['within'], worlds)} | {_bounds(c['before'], worlds)} | "
-                      f"{_bounds(c['material'], worlds)} | {_bounds(c['rising'], worlds)} |",
-                      flush=True)  # fmt: skip
+                print(
+                    f"| {seeds} | every {every} | {sd} | {_bounds(c['passes'], worlds)} | "
+                    f"{_bounds(c['placed'], worlds)} | "
+                    f"{_bounds(c['within'], worlds)} | {_bounds(c['before'], worlds)} | "
+                    f"{_bounds(c['material'], worlds)} | {_bounds(c['rising'], worlds)} |",
+                    flush=True,
+                )
 
 
 # ---- the crossing test ------------------------------------------------------------------------
@@ -112,15 +117,27 @@ def _design(rng: np.random.Generator) -> dict:
     first = int(rng.choice([2, 4]))
     grid = tuple(first * 2**i for i in range(length))
     bps = (16, 64) if rng.random() < 0.5 else (8, 32, 128)
-    return {"n_grid": grid, "B_p_grid": bps, "B_max": max(2048, grid[0] * max(bps)),
-            "noise": float(rng.uniform(0.01, 0.02))}  # fmt: skip
+    return {
+        "n_grid": grid,
+        "B_p_grid": bps,
+        "B_max": max(2048, grid[0] * max(bps)),
+        "noise": float(rng.uniform(0.01, 0.02)),
+    }
 
 
 def _runs(law, design: dict, k: int) -> pl.DataFrame:
-    return make_isocompute_runs({EVAL_AVG: law}, n_grid=design["n_grid"],
-                                B_p_grid=design["B_p_grid"], B_max=design["B_max"],
-                                budget_rollouts=2**16, seeds=3, noise=design["noise"],
-                                checkpoints=CHECKPOINTS, seed_sd=0.01, seed=k)  # fmt: skip
+    return make_isocompute_runs(
+        {EVAL_AVG: law},
+        n_grid=design["n_grid"],
+        B_p_grid=design["B_p_grid"],
+        B_max=design["B_max"],
+        budget_rollouts=2**16,
+        seeds=3,
+        noise=design["noise"],
+        checkpoints=CHECKPOINTS,
+        seed_sd=0.01,
+        seed=k,
+    )
 
 
 def _true_move(law, grid: tuple[int, ...]) -> float:
@@ -132,10 +149,15 @@ def _true_move(law, grid: tuple[int, ...]) -> float:
 
 def growth_law(rng: np.random.Generator, grid: tuple[int, ...]) -> IsoComputeLaw:
     x_sat = math.log2(grid[0]) + rng.uniform(1.0, len(grid) + 1.0)
-    return IsoComputeLaw(R0=0.2, A_max=float(rng.uniform(0.6, 0.8)), n_sat=int(round(2**x_sat)),
-                         curvature=float(rng.uniform(0.004, 0.02)),
-                         C_mid_ref=float(2 ** rng.uniform(9.0, 11.5)), n_ref=grid[0],
-                         gamma=float(rng.uniform(0.3, 1.0)))  # fmt: skip
+    return IsoComputeLaw(
+        R0=0.2,
+        A_max=float(rng.uniform(0.6, 0.8)),
+        n_sat=int(round(2**x_sat)),
+        curvature=float(rng.uniform(0.004, 0.02)),
+        C_mid_ref=float(2 ** rng.uniform(9.0, 11.5)),
+        n_ref=grid[0],
+        gamma=float(rng.uniform(0.3, 1.0)),
+    )
 
 
 NULLS = {
@@ -179,8 +201,10 @@ def calibrate_crossing(worlds: int, vertex_worlds: int) -> None:
             design = _design(rng)
             r, _ = crossing_test(_runs(make(rng, design["n_grid"]), design, k), EVAL_AVG, 2000, k)
             c[_call(r)] += 1
-        print(f"| null: {name} | {_bounds(c['grows'], worlds)} | {_bounds(c['falls'], worlds)} |",
-              flush=True)  # fmt: skip
+        print(
+            f"| null: {name} | {_bounds(c['grows'], worlds)} | {_bounds(c['falls'], worlds)} |",
+            flush=True,
+        )
     by_move: dict[str, Counter] = defaultdict(Counter)
     vertex = Counter()
     k = 0
@@ -207,13 +231,17 @@ def calibrate_crossing(worlds: int, vertex_worlds: int) -> None:
     for label in sorted(by_move):
         c = by_move[label]
         n = sum(c.values())
-        print(f"| planted growth, n* moves {label} | {_bounds(c['grows'], n)} | "
-              f"{_bounds(c['falls'], n)} |")  # fmt: skip
+        print(
+            f"| planted growth, n* moves {label} | {_bounds(c['grows'], n)} | "
+            f"{_bounds(c['falls'], n)} |"
+        )
     if vertex["worlds"]:
-        print(f"\nOn the first {vertex['worlds']} growth worlds with a move of ≥ 2 doublings: the "
-              f"vertex test (top half of log2 C) finds growth in "
-              f"{_bounds(vertex['grows'], vertex['worlds'])}, the crossing test in "
-              f"{_bounds(vertex['crossing'], vertex['worlds'])}.")  # fmt: skip
+        print(
+            f"\nOn the first {vertex['worlds']} growth worlds with a move of ≥ 2 doublings: the "
+            f"vertex test (top half of log2 C) finds growth in "
+            f"{_bounds(vertex['grows'], vertex['worlds'])}, the crossing test in "
+            f"{_bounds(vertex['crossing'], vertex['worlds'])}."
+        )
 
 
 def main() -> None:

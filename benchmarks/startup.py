@@ -34,13 +34,17 @@ def commands() -> dict[str, list[str]]:
         "isolab train --bad-flag (error)": [*isolab_command(), "train", "--bad-flag"],
         # what `isolab train` / a sweep worker imports before its first step, HF generation
         "trainer imports, HF run": [
-            py, "-c", "from isolab.rl import engines, train; engines.grpo_trainer_class(False)",
+            py,
+            "-c",
+            "from isolab.rl import engines, train; engines.grpo_trainer_class(False)",
         ],
         # the same, had TRL imported vLLM as it does by default (vllm installed)
         "trainer imports, with vLLM": [
-            py, "-c", "from isolab.rl import engines, train; engines.grpo_trainer_class(True)",
+            py,
+            "-c",
+            "from isolab.rl import engines, train; engines.grpo_trainer_class(True)",
         ],
-    }  # fmt: skip
+    }
 
 
 def main() -> None:

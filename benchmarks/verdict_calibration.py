@@ -62,8 +62,10 @@ from isolab.verdicts.calibration import Setting, setting_of  # noqa: E402
 def design(study_name: str, scale: str = "cpu") -> dict[str, pl.DataFrame]:
     """The study's committed runs tables (its design), by sweep."""
     s = study.get(study_name)
-    return {sweep: pl.read_parquet(study.snapshot_dir(s, scale, sweep) / "runs.parquet")
-            for sweep in s.sweeps}  # fmt: skip
+    return {
+        sweep: pl.read_parquet(study.snapshot_dir(s, scale, sweep) / "runs.parquet")
+        for sweep in s.sweeps
+    }
 
 
 def upper_bound(calls: int, sims: int) -> float:
@@ -115,15 +117,16 @@ def main() -> int:
         setting = settings[key]
         t0 = time.perf_counter()
         label = (
-            {"interference": "simulated per-problem counts on nstar's",
-             "reward-rho": "simulated (k, μ)",
-             "healthy-recipe": "simulated, on the pre-registered lr-grid"}.get(
-                claim.study, "simulated, on the committed")
+            {
+                "interference": "simulated per-problem counts on nstar's",
+                "reward-rho": "simulated (k, μ)",
+                "healthy-recipe": "simulated, on the pre-registered lr-grid",
+            }.get(claim.study, "simulated, on the committed")
             if own
             else "planned"
             if planned
             else "committed"
-        )  # fmt: skip
+        )
         print(f"{cid} ({label} design)", flush=True)
         null = calibrate(cid, setting, args.null, planted=False, seed=1)
         k = false_calls(cid, null)
@@ -160,9 +163,11 @@ def main() -> int:
         for split in ("easy", "hard"):
             for gain in (0.0, 0.02):
                 k = gate_passes(setting, split, args.gate, gain, seed=7)
-                what = "planned curve (gains < 0.004 per doubling)" if gain == 0 else (
-                    f"n = 4 gains {gain} per doubling more"
-                )  # fmt: skip
+                what = (
+                    "planned curve (gains < 0.004 per doubling)"
+                    if gain == 0
+                    else (f"n = 4 gains {gain} per doubling more")
+                )
                 label = f"gate passes, {split}, {seeds} seeds"
                 print(_line(label, k, args.gate, what), flush=True)
     print(f"largest false-call rate: {worst:.1%} (target ≤ 5%)")

@@ -82,8 +82,10 @@ def main() -> None:
         f"replay of the same rule on the grid's curves: {r.fraction:.1%}"
     )
     print(f"n* within a step at every resolved C: {'yes' if all(within) else 'NO'}")
-    print(f"the grid's best at the budget ({r.path['grid_best'][-1]}) stopped live: "
-          f"{'YES' if r.path['grid_best'][-1] in stopped else 'no'}")  # fmt: skip
+    print(
+        f"the grid's best at the budget ({r.path['grid_best'][-1]}) stopped live: "
+        f"{'YES' if r.path['grid_best'][-1] in stopped else 'no'}"
+    )
     replayed = {
         row["arm"]: row["stopped_at"]
         for row in r.arms.filter(pl.col("stopped_at").is_not_null()).iter_rows(named=True)

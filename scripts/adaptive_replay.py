@@ -43,8 +43,10 @@ def replay_table(df: pl.DataFrame) -> None:
         for rule in RULES:
             r = replay(d, rule)
             print(f"\n### nstar/cpu/main, {split}: {rule.text}\n")
-            print("| C | grid best | grid n* | resolved | adaptive best | adaptive n* | "
-                  "within a step | arms alive |")  # fmt: skip
+            print(
+                "| C | grid best | grid n* | resolved | adaptive best | adaptive n* | "
+                "within a step | arms alive |"
+            )
             print("|---|---|---|---|---|---|---|---|")
             for p in r.path.iter_rows(named=True):
                 print(

@@ -94,10 +94,15 @@ def world(v: fr.Validation) -> str:
 
 def rows(study: str, setting: str, checks: tuple[fr.Validation, ...], note: str = "") -> list[dict]:
     return [
-        {"study": study, "setting": setting, **v.to_dict(), "world": world(v),
-         "note": note or v.reason}
+        {
+            "study": study,
+            "setting": setting,
+            **v.to_dict(),
+            "world": world(v),
+            "note": note or v.reason,
+        }
         for v in checks
-    ]  # fmt: skip
+    ]
 
 
 def nstar_main(main: pl.DataFrame) -> list[dict]:
@@ -261,14 +266,20 @@ def pooled(scores: pl.DataFrame, *, moved_only: bool) -> pl.DataFrame:
     for (factor,), g in wide.sort("factor").group_by(["factor"], maintain_order=True):
         d = (g["recommend"] - g["best seed mean"]).to_numpy()
         wins, losses = int((d < -1e-12).sum()), int((d > 1e-12).sum())
-        out.append({
-            "factor": factor, "worlds": g.height,
-            "recommend": as_float(g["recommend"].mean()),
-            "best seed mean": as_float(g["best seed mean"].mean()),
-            "difference": float(d.mean()), "its SE": float(d.std(ddof=1) / math.sqrt(len(d))),
-            "wins": wins, "ties": g.height - wins - losses, "losses": losses,
-            "sign test p": binomtest(wins, wins + losses).pvalue if wins + losses else 1.0,
-        })  # fmt: skip
+        out.append(
+            {
+                "factor": factor,
+                "worlds": g.height,
+                "recommend": as_float(g["recommend"].mean()),
+                "best seed mean": as_float(g["best seed mean"].mean()),
+                "difference": float(d.mean()),
+                "its SE": float(d.std(ddof=1) / math.sqrt(len(d))),
+                "wins": wins,
+                "ties": g.height - wins - losses,
+                "losses": losses,
+                "sign test p": binomtest(wins, wins + losses).pvalue if wins + losses else 1.0,
+            }
+        )
     return pl.DataFrame(out)
 
 

@@ -49,10 +49,14 @@ def advantage_table(df: pl.DataFrame) -> pl.DataFrame:
         df.filter(pl.col(ROLLOUTS) > 0)
         .with_columns(i=pl.col(ROLLOUTS).rank("ordinal").over("run_key"))
         .select(
-            "i", "n", "seed", pl.col(ROLLOUTS).alias("C"), pl.col(EVAL_AVG).alias("y"),
+            "i",
+            "n",
+            "seed",
+            pl.col(ROLLOUTS).alias("C"),
+            pl.col(EVAL_AVG).alias("y"),
             (pl.col("lr") * pl.col(ROLLOUTS) / (pl.col("B_p") * pl.col("n"))).alias("lr_sum"),
         )
-    )  # fmt: skip
+    )
     wide = cells.pivot(on="n", index=["i", "seed"], values=["y", "lr_sum", "C"])
     out = []
     for (_,), g in wide.sort("i", "seed").group_by("i", maintain_order=True):
@@ -97,8 +101,10 @@ def main(argv: list[str]) -> int:
     want = {(n, s) for n in ARMS for s in SEEDS}
     if not want <= have:
         missing = ", ".join(f"n={n} seed {s}" for n, s in sorted(want - have))
-        print(f"not read: {len(want & have)} of {len(want)} scout runs have landed (missing: "
-              f"{missing}); the pre-registration reads no interim call.")  # fmt: skip
+        print(
+            f"not read: {len(want & have)} of {len(want)} scout runs have landed (missing: "
+            f"{missing}); the pre-registration reads no interim call."
+        )
         return NOT_READ
     runs = df.filter(pl.col("status") == "FINISHED")
     result, _ = crossing.crossing_test(runs, EVAL_AVG)
@@ -107,9 +113,11 @@ def main(argv: list[str]) -> int:
     gate = saturation.plateau_gate(runs, runs, EVAL_AVG, n=4, B_p=16)
     with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, float_precision=4):
         print(table)
-    print(f"n = 4's gain per doubling over the last two doublings at C_max = {gate.C_max:,.0f}: "
-          f"{gate.gain:+.4f} (SE {gate.se:.4f}); saturation gate: "
-          f"{'passed' if gate.passed else 'failed'}: {gate.reason}")  # fmt: skip
+    print(
+        f"n = 4's gain per doubling over the last two doublings at C_max = {gate.C_max:,.0f}: "
+        f"{gate.gain:+.4f} (SE {gate.se:.4f}); saturation gate: "
+        f"{'passed' if gate.passed else 'failed'}: {gate.reason}"
+    )
     print(f"call (pre-registered, nstar.scout_crossover): {verdict}: {reason}")
     return 0
 

@@ -142,8 +142,13 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     checking = "--check" in args
     names = [a for a in args if a != "--check"] or [
-        "tiny-s", "tiny-m", "tiny-l", "tiny-chat", "tiny-orm", "tiny-prm"
-    ]  # fmt: skip
+        "tiny-s",
+        "tiny-m",
+        "tiny-l",
+        "tiny-chat",
+        "tiny-orm",
+        "tiny-prm",
+    ]
     with tempfile.TemporaryDirectory(prefix="isolab-ship-") as tmp:
         os.environ["ISOLAB_CACHE"] = tmp
         if checking:

@@ -26,10 +26,18 @@ REPO = Path(__file__).resolve().parents[1]
 #: share module fixtures and the README commands run in order), longest first, so that the two
 #: workers end together (most of the suite's minutes are in them; measured with --durations).
 LONG_FIRST = (
-    "test_readme_commands.py", "test_notebooks.py", "test_sweep_interrupts.py",
-    "test_ui_browser.py", "test_vllm.py", "test_sweep_run.py", "test_verdicts.py",
-    "test_study.py", "test_adaptive_live.py", "test_install.py", "test_adaptive_tune.py",
-)  # fmt: skip
+    "test_readme_commands.py",
+    "test_notebooks.py",
+    "test_sweep_interrupts.py",
+    "test_ui_browser.py",
+    "test_vllm.py",
+    "test_sweep_run.py",
+    "test_verdicts.py",
+    "test_study.py",
+    "test_adaptive_live.py",
+    "test_install.py",
+    "test_adaptive_tune.py",
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -26,11 +26,19 @@ def nstar() -> pl.DataFrame:
 def rung(means: dict[int, float], sd: float = 0.01, C: float = 1024.0) -> pl.DataFrame:
     """Three seeds per arm (n = key, B_p = 16) at one checkpoint, spread ±sd around the mean."""
     rows = [
-        {RUN_KEY: f"{n}-{s}", "n": n, "B_p": 16, "seed": s, ROLLOUTS: C,
-         EVAL_AVG: m + d, "eval_problems": 300, "eval_k_samples": 16}
+        {
+            RUN_KEY: f"{n}-{s}",
+            "n": n,
+            "B_p": 16,
+            "seed": s,
+            ROLLOUTS: C,
+            EVAL_AVG: m + d,
+            "eval_problems": 300,
+            "eval_k_samples": 16,
+        }
         for n, m in means.items()
         for s, d in enumerate((-sd, 0.0, sd))
-    ]  # fmt: skip
+    ]
     return pl.DataFrame(rows)
 
 

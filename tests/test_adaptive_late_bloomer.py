@@ -57,8 +57,12 @@ def test_simulation_stops_what_replay_stops(designs):
     """`simulate` is `replay` over arrays: the same arms stopped at the same rungs, the same
     compute, world by world, for each kind of world and rule (noise rule, rank cut, both)."""
     d = designs["easy"]
-    rules = [StoppingRule(), ISSUE_32, StoppingRule(z=None, eta=3, judge_from=0),
-             StoppingRule(z=2, grace=0, eta=2, judge_from=0.25)]  # fmt: skip
+    rules = [
+        StoppingRule(),
+        ISSUE_32,
+        StoppingRule(z=None, eta=3, judge_from=0),
+        StoppingRule(z=2, grace=0, eta=2, judge_from=0.25),
+    ]
     for kind in KINDS:
         values, _ = draw_worlds(d, kind, worlds=2, seed=5)
         for rule in rules:
@@ -108,11 +112,19 @@ def test_validation_names_its_worlds_and_flags_a_rule_that_drops_late_bloomers()
 def rung(means: dict[int, float], C: float, sd: float = 0.01) -> pl.DataFrame:
     """Three seeds per arm (n = key, B_p = 16) at one checkpoint, spread ±sd around the mean."""
     rows = [
-        {RUN_KEY: f"{n}-{s}", "n": n, "B_p": 16, "seed": s, ROLLOUTS: C,
-         EVAL_AVG: m + dev, "eval_problems": 300, "eval_k_samples": 16}
+        {
+            RUN_KEY: f"{n}-{s}",
+            "n": n,
+            "B_p": 16,
+            "seed": s,
+            ROLLOUTS: C,
+            EVAL_AVG: m + dev,
+            "eval_problems": 300,
+            "eval_k_samples": 16,
+        }
         for n, m in means.items()
         for s, dev in enumerate((-sd, 0.0, sd))
-    ]  # fmt: skip
+    ]
     return pl.DataFrame(rows)
 
 
@@ -128,8 +140,9 @@ def test_leader_path_says_when_the_optimum_moved():
     assert path.text == "n=2,B_p=16 at C = 1,024 → n=8,B_p=16 at C = 2,048"
     ((C, gap, se),) = path.behind
     assert C == 1024.0 and gap == pytest.approx(0.05) and gap > WITHIN_SE * se
-    static = leader_path([judge_rung(rung({2: 0.4 + k / 10, 8: 0.3}, 2.0**k), rule)
-                          for k in range(10, 13)])  # fmt: skip
+    static = leader_path(
+        [judge_rung(rung({2: 0.4 + k / 10, 8: 0.3}, 2.0**k), rule) for k in range(10, 13)]
+    )
     assert not static.moved and not static.behind
 
 
@@ -141,11 +154,16 @@ def test_the_sweep_says_when_its_optimum_moved_and_does_not_call_early_stops_adv
     rule = StoppingRule(z=3, grace=0, judge_from=0)
     decisions = [judge_rung(rung({2: 0.40, 8: 0.35, 32: 0.30}, 1024.0), rule)]
     final = judge_rung(rung({2: 0.50, 8: 0.55}, 4096.0), rule)
-    arms = pl.DataFrame({
-        "arm": ["n=2,B_p=16", "n=8,B_p=16", "n=32,B_p=16"], "seeds": [3, 3, 3],
-        "spent": [12288.0, 12288.0, 3072.0], "last": [0.50, 0.55, 0.30],
-        "stopped_at": [None, None, 1024.0], "reason": ["", "", "below the best by 0.1"],
-    })  # fmt: skip
+    arms = pl.DataFrame(
+        {
+            "arm": ["n=2,B_p=16", "n=8,B_p=16", "n=32,B_p=16"],
+            "seeds": [3, 3, 3],
+            "spent": [12288.0, 12288.0, 3072.0],
+            "last": [0.50, 0.55, 0.30],
+            "stopped_at": [None, None, 1024.0],
+            "reason": ["", "", "below the best by 0.1"],
+        }
+    )
     moved = SettingResult({}, arms, decisions, 27648.0, 36864.0, final)
     _print_setting(moved, EVAL_AVG)
     out = " ".join(capsys.readouterr().out.split())

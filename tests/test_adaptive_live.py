@@ -157,10 +157,23 @@ def _paused_at(
 def _plain_sweep(tmp_path: Path, uri: str) -> None:
     """`isolab sweep run spec.yaml` (not adaptive) on the same store; it must succeed."""
     plain = subprocess.run(
-        [sys.executable, "-m", "isolab.cli", "sweep", "run", "spec.yaml", "--backend", "inline",
-         "--tracking-uri", uri],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "isolab.cli",
+            "sweep",
+            "run",
+            "spec.yaml",
+            "--backend",
+            "inline",
+            "--tracking-uri",
+            uri,
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert plain.returncode == 0, plain.stdout + plain.stderr
 
 

@@ -28,9 +28,16 @@ BARELY = IsoComputeLaw(R0=0.4, A_max=0.43, n_sat=4, curvature=0.0, C_mid_ref=2e3
 def sweep(law: IsoComputeLaw, n_grid, *, seeds: int, seed: int, noise: float = 0.02, **kw):
     """A small iso-compute sweep (B_p = 8) of `law`, evaluated on 64 problems × 8 samples."""
     df = make_isocompute_runs(
-        {EVAL_AVG: law}, n_grid=n_grid, B_p_grid=(8,), seeds=seeds, budget_rollouts=2**14,
-        eval_points=8, noise=noise, seed=seed, **kw,
-    )  # fmt: skip
+        {EVAL_AVG: law},
+        n_grid=n_grid,
+        B_p_grid=(8,),
+        seeds=seeds,
+        budget_rollouts=2**14,
+        eval_points=8,
+        noise=noise,
+        seed=seed,
+        **kw,
+    )
     return df.with_columns(eval_problems=pl.lit(64), eval_k_samples=pl.lit(8))
 
 
@@ -166,9 +173,13 @@ def test_cli_tables_fit_100_columns(monkeypatch: pytest.MonkeyPatch) -> None:
     n_star = n_star.with_columns(n_star=pl.when(pl.col("C") > 9e4).then(4.0).otherwise(nan))
     reason = "n*(C) falls with compute (4 → 2.5): no saturation to report (the Playbook …)"
     effect = pl.DataFrame(
-        {"metric": ["eval/avg@4", "eval/best@4"], "n_saturation": [nan, nan],
-         "status": ["not identifiable"] * 2, "reason": [reason, "ok"]}
-    )  # fmt: skip
+        {
+            "metric": ["eval/avg@4", "eval/best@4"],
+            "n_saturation": [nan, nan],
+            "status": ["not identifiable"] * 2,
+            "reason": [reason, "ok"],
+        }
+    )
     with console.capture() as cap:
         analysis.print_frame(n_star, "n_star")
         analysis.print_frame(effect, "metric_effect")

@@ -597,10 +597,15 @@ def test_a_locked_sqlite_database_names_the_process_holding_it(cli, tmp_path, mo
     db = tmp_path / "mlflow.db"
     MlflowClient(uri).search_experiments()  # the store exists
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"import sqlite3, time; c = sqlite3.connect({str(db)!r}); "
-         "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            f"import sqlite3, time; c = sqlite3.connect({str(db)!r}); "
+            "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     smoke = str(REPO / "studies" / "smoke.yaml")
     try:
         assert holder.stdout.readline().strip() == "held"

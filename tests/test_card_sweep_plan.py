@@ -41,9 +41,14 @@ def test_a_model_without_a_timing_is_planned_unknown_until_probed(cli, tmp_path:
     shutil.copytree(EXAMPLE, card)
     model = tiny_chat_model(tmp_path / "model")
     base = {
-        "model": str(model), "task": str(card / "task.yaml"), "reward": "sparse",
-        "split": "all", "max_completion_tokens": 8, "eval_problems": 4, "eval_k_samples": 4,
-    }  # fmt: skip
+        "model": str(model),
+        "task": str(card / "task.yaml"),
+        "reward": "sparse",
+        "split": "all",
+        "max_completion_tokens": 8,
+        "eval_problems": 4,
+        "eval_k_samples": 4,
+    }
     spec = _spec(tmp_path, base, {"n": [2, 4]})
     before = cli("sweep", "plan", str(spec))
     text = " ".join(before.output.split())
@@ -89,10 +94,13 @@ def test_a_sweeps_description_names_no_winner_without_its_noise():
     """The experiment's description once said "Best final avg@4: 0.188 (…n8·bp2)" where the
     report, hedging within noise, advised n ≈ 4: it now sends the reader to the one answer."""
     points = [
-        {"name": f"tiny-m·easy·n{n}·bp2·s0", "params": {"n": str(n), "B_p": "2"},
-         "metrics": {"eval/avg_at_4": score}}
+        {
+            "name": f"tiny-m·easy·n{n}·bp2·s0",
+            "params": {"n": str(n), "B_p": "2"},
+            "metrics": {"eval/avg_at_4": score},
+        }
         for n, score in ((4, 0.180), (8, 0.188))
-    ]  # fmt: skip
+    ]
     note = sweep_note("my-card-sweep", points)
     assert "Best final" not in note and "0.188" not in note
     assert "`isolab report my-card-sweep`" in note and "noise" in note
@@ -100,8 +108,10 @@ def test_a_sweeps_description_names_no_winner_without_its_noise():
     assert "isolab report" not in sweep_note("empty", [{"name": "a", "params": {}, "metrics": {}}])
     # once the sweep has finished, the description states the answer itself, as given (the
     # sentence `isolab.frontier.answer.stated` makes), and no longer sends the reader away
-    answer = ("recommendation: at C = 64 use n ≈ 4, B_p ≈ 2, M ≈ 8; n ∈ {4, 8} are within "
-              "noise of the best",)  # fmt: skip
+    answer = (
+        "recommendation: at C = 64 use n ≈ 4, B_p ≈ 2, M ≈ 8; n ∈ {4, 8} are within "
+        "noise of the best",
+    )
     stated = sweep_note("my-card-sweep", points, answer=answer)
     assert answer[0] in stated and "isolab report" not in stated and "0.188" not in stated
 

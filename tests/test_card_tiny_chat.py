@@ -81,8 +81,15 @@ def test_the_shipped_tiny_chat_is_the_model_that_is_planned():
     shipped weights were saved with, so the ledger's FLOPs are the trained model's."""
     shipped = json.loads((models.shipped_dir("tiny-chat") / "config.json").read_text())
     planned = model_config("tiny-chat").to_dict()
-    for key in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                "num_attention_heads", "num_key_value_heads", "max_position_embeddings"):  # fmt: skip
+    for key in (
+        "vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "max_position_embeddings",
+    ):
         assert planned[key] == shipped[key], key
     info = models.shipped_info("tiny-chat")
     assert info["params"] == 115_392 and info["boxed"] >= 0.9  # its warm start: the format
@@ -94,8 +101,9 @@ def test_a_tiny_arithmetic_model_on_a_card_names_tiny_chat(cli, tmp_path: Path):
     train`)."""
     config = _run_config(tmp_path / "run.yaml", _card(tmp_path / "card"), model="tiny-m")
     for command in ("flops", "train"):
-        args = [command, str(config)] + (["--tracking-uri", f"sqlite:///{tmp_path / 's.db'}"]
-                                         if command == "train" else [])  # fmt: skip
+        args = [command, str(config)] + (
+            ["--tracking-uri", f"sqlite:///{tmp_path / 's.db'}"] if command == "train" else []
+        )
         started = time.perf_counter()
         result = cli(*args)
         text = " ".join(result.output.split())

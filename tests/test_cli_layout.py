@@ -81,8 +81,9 @@ def test_fit_names_folds_the_other_columns_never_the_names(monkeypatch):
     def table() -> Table:
         out = Table("run", "avg@4", "best@4", "worst@4", "FLOPs", "ρ", "wall s")
         for name in names:
-            out.add_row(name, "0.318 → 0.381", "0.707 → 0.767", "0.045 → 0.064", "1.17e+11",
-                        "0.82", "100")  # fmt: skip
+            out.add_row(
+                name, "0.318 → 0.381", "0.707 → 0.767", "0.045 → 0.064", "1.17e+11", "0.82", "100"
+            )
             for column in out.columns:
                 column.no_wrap = True
         return out

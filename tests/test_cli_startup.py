@@ -45,8 +45,10 @@ print(json.dumps({{"code": code, "heavy": heavy}}))
 def test_parsing_arguments_imports_no_heavy_library(argv, code):
     out = subprocess.run(
         [sys.executable, "-c", SCRIPT, json.dumps(argv)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["code"] == code, out.stdout + out.stderr
     assert result["heavy"] == [], f"isolab {' '.join(argv)} imported {result['heavy']}"

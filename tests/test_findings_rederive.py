@@ -40,8 +40,16 @@ SCALE = "cpu"
 #: The numbers a re-derivation must reach again (float tolerance: BLAS kernels differ between
 #: CPUs in the last digits), and the fields it must reach exactly.
 NUMBERS = ("statistic", "p_value", "holm_p", "interval", "min_detectable_effect")
-EXACT = ("claim", "split", "call", "per_claim_call", "per_claim_only", "preregistered",
-         "revised_after_data", "caveats")  # fmt: skip
+EXACT = (
+    "claim",
+    "split",
+    "call",
+    "per_claim_call",
+    "per_claim_only",
+    "preregistered",
+    "revised_after_data",
+    "caveats",
+)
 
 
 def _verdict(claim: str, call: str, p: float | None, **kw) -> Verdict:
@@ -53,27 +61,52 @@ def _ms(text: str) -> int:
 
 
 def _registration(fixed: str, **kw) -> Registration:
-    fields = {"claim": "x.y", "estimand": "", "unit": "", "expected": "> 0", "test": "",
-              "gate": "", "interval": "t", "sweeps": ("main",), "test_commit": "abc1234",
-              "test_files": ("isolab/verdicts/x.py",), "compares": (), "caveats": (),
-              "path": "studies/x/preregistered.yaml"} | kw  # fmt: skip
+    fields = {
+        "claim": "x.y",
+        "estimand": "",
+        "unit": "",
+        "expected": "> 0",
+        "test": "",
+        "gate": "",
+        "interval": "t",
+        "sweeps": ("main",),
+        "test_commit": "abc1234",
+        "test_files": ("isolab/verdicts/x.py",),
+        "compares": (),
+        "caveats": (),
+        "path": "studies/x/preregistered.yaml",
+    } | kw
     return Registration(test_fixed=parse_date(fixed, "test"), **fields)
 
 
 def _runs(split_recipe: dict[str, tuple[float, float]], seeds: int = 3) -> pl.DataFrame:
     """Two configurations per split, `seeds` runs each, started 10:00 and finished 10:30."""
     rows = [
-        {"run_key": f"{s}-{n}-{k}", "split": s, "n": n, "seed": k, "beta": b, "entropy_coef": e,
-         "start_time": _ms("2026-12-03 10:00:00 +0000"), "end_time": _ms("2026-12-03 10:30:00 +0000")}
-        for s, (b, e) in split_recipe.items() for n in (2, 8) for k in range(seeds)
-    ]  # fmt: skip
+        {
+            "run_key": f"{s}-{n}-{k}",
+            "split": s,
+            "n": n,
+            "seed": k,
+            "beta": b,
+            "entropy_coef": e,
+            "start_time": _ms("2026-12-03 10:00:00 +0000"),
+            "end_time": _ms("2026-12-03 10:30:00 +0000"),
+        }
+        for s, (b, e) in split_recipe.items()
+        for n in (2, 8)
+        for k in range(seeds)
+    ]
     return pl.DataFrame(rows)
 
 
 # ---- Holm is the call --------------------------------------------------------------------------
 def test_a_call_stands_only_where_it_survives_holm_over_the_family():
-    family = [_verdict("a", "agrees", 0.01), _verdict("b", "disagrees", 0.03),
-              _verdict("c", "inconclusive", 0.5), _verdict("d", "agrees", None)]  # fmt: skip
+    family = [
+        _verdict("a", "agrees", 0.01),
+        _verdict("b", "disagrees", 0.03),
+        _verdict("c", "inconclusive", 0.5),
+        _verdict("d", "agrees", None),
+    ]
     a, b, c, d = familywise(family)
     assert (a.call, a.holm_p, a.per_claim_only) == ("agrees", pytest.approx(0.03), False)
     assert (b.call, b.per_claim_call, b.per_claim_only) == ("inconclusive", "disagrees", True)
@@ -115,8 +148,12 @@ def test_a_registration_is_read_against_the_runs_own_times(fixed, preregistered,
 
 def test_caveats_name_the_recipe_confound_and_a_bootstrap_of_three_seeds():
     mixed = {"main": _runs({"easy": (0.02, 0.005), "hard": (0.0, 0.0)})}
-    reg = _registration("2026-12-01 00:00:00 +0000", compares=("easy", "hard"),
-                        interval="seed-bootstrap", caveats=("Old testbed: pool 4,000",))  # fmt: skip
+    reg = _registration(
+        "2026-12-01 00:00:00 +0000",
+        compares=("easy", "hard"),
+        interval="seed-bootstrap",
+        caveats=("Old testbed: pool 4,000",),
+    )
     old, recipe, seeds = bind(_verdict("x.y", "agrees", 0.01), reg, mixed).caveats
     assert old == "Old testbed: pool 4,000"
     assert recipe.startswith("Recipe confound: KL and entropy losses are on for easy (β = 0.02")
@@ -145,8 +182,10 @@ def test_a_bad_registration_names_the_field_to_fix(tmp_path):
 def test_saving_one_study_restates_every_saved_findings_in_one_family(tmp_path, monkeypatch):
     monkeypatch.setenv("ISOLAB_RESULTS_DIR", str(tmp_path))
     # alone each study's calls stand; together (Holm over 3) mixtures.b's 0.03 becomes 0.06
-    saved = {"nstar": [_verdict("nstar.a", "agrees", 0.001), _verdict("nstar.c", "inconclusive", 0.5)],
-             "mixtures": [_verdict("mixtures.b", "agrees", 0.03)]}  # fmt: skip
+    saved = {
+        "nstar": [_verdict("nstar.a", "agrees", 0.001), _verdict("nstar.c", "inconclusive", 0.5)],
+        "mixtures": [_verdict("mixtures.b", "agrees", 0.03)],
+    }
     folder = {name: study.output_dir(study.get(name), "smoke") for name in saved}
     for name, verdicts in saved.items():
         folder[name].mkdir(parents=True)
@@ -243,8 +282,10 @@ def test_the_committed_family_is_every_claim_of_every_study(rederived):
     tested = sum(v.p_value is not None for verdicts in family.values() for v in verdicts)
     for name in family:
         assert _committed(name)["holm_family"] == {
-            "claims": len(claims.CLAIMS), "tested": tested, "studies": sorted(study.STUDIES)
-        }  # fmt: skip
+            "claims": len(claims.CLAIMS),
+            "tested": tested,
+            "studies": sorted(study.STUDIES),
+        }
     md = (REPO / "runs" / "n-vs-bp" / SCALE / "findings.md").read_text()
     for v in family["n-vs-bp"]:  # findings.md bolds exactly the calls that survive Holm
         bold = f"| **{v.call}** |" in md.split(v.text, 1)[1].split("\n", 1)[0]

@@ -17,9 +17,20 @@ from isolab.study import STUDIES
 REPO = Path(__file__).resolve().parents[1]
 #: What a build needs of the tree; stores, caches and build leftovers stay out.
 IGNORE = shutil.ignore_patterns(
-    ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "cache", "artifacts",
-    "mlflow.db*", ".*.lock", "frontier", ".pytest_cache", ".ruff_cache",
-)  # fmt: skip
+    ".git",
+    ".venv",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    "cache",
+    "artifacts",
+    "mlflow.db*",
+    ".*.lock",
+    "frontier",
+    ".pytest_cache",
+    ".ruff_cache",
+)
 
 
 def _run(cmd: list[str], cwd: Path, env: dict | None = None) -> str:

@@ -69,8 +69,9 @@ def test_a_planted_fall_is_found():
 def test_excess_dispersion_sees_unequal_gains_only():
     rng = np.random.default_rng(2)
     a = np.full(PROBLEMS, 0.4)
-    equal = [excess_gain_variance(rng.binomial(K, a), rng.binomial(K, a + 0.2), K)
-             for _ in range(200)]  # fmt: skip
+    equal = [
+        excess_gain_variance(rng.binomial(K, a), rng.binomial(K, a + 0.2), K) for _ in range(200)
+    ]
     assert abs(np.mean(equal)) < 0.002  # unbiased: the binomial part removed
     split = np.where(np.arange(PROBLEMS) % 2 == 0, 0.8, 0.2)  # half gain 0.4, half lose 0.2
     unequal = excess_gain_variance(rng.binomial(K, a), rng.binomial(K, split), K)
@@ -108,10 +109,19 @@ def _table(rates: dict[int, np.ndarray], rng: np.random.Generator, seeds: int = 
         for seed in range(seeds):
             for t, row in enumerate(p):
                 C = 0 if t == 0 else 256 * 2 ** (t - 1)
-                rows.append({"run_key": f"n{n}s{seed}", "split": "easy", "n": n, "B_p": 16,
-                             "seed": seed, "step": t, "compute/rollouts": float(C),
-                             "eval_k_samples": K,
-                             "eval_counts": rng.binomial(K, row).tolist()})  # fmt: skip
+                rows.append(
+                    {
+                        "run_key": f"n{n}s{seed}",
+                        "split": "easy",
+                        "n": n,
+                        "B_p": 16,
+                        "seed": seed,
+                        "step": t,
+                        "compute/rollouts": float(C),
+                        "eval_k_samples": K,
+                        "eval_counts": rng.binomial(K, row).tolist(),
+                    }
+                )
     return pl.DataFrame(rows)
 
 

@@ -22,8 +22,9 @@ def test_lr_sum_logged_equals_lr_times_step(isolab_cache, tracking_uri):
     from isolab.tracking import mlflow_key
     from isolab.tracking.runs import load_runs
 
-    cfg = RunConfig(experiment="test-lr-sum", n=2, B_p=2, M=3, eval_every=1, eval_problems=4,
-                    eval_k_samples=4)  # fmt: skip
+    cfg = RunConfig(
+        experiment="test-lr-sum", n=2, B_p=2, M=3, eval_every=1, eval_problems=4, eval_k_samples=4
+    )
     result = train(cfg, tracking_uri=tracking_uri)
     history = MlflowClient(tracking_uri).get_metric_history(result.run_id, mlflow_key(LR_SUM))
     logged = {m.step: m.value for m in history}
@@ -64,9 +65,19 @@ def _world(n_effect: float = 0.0, worst_effect: float = 0.0, seed: int = 0) -> p
                     avg = f + (n_effect * math.log2(n) + offset if step else 0.0)
                     avg += rng.normal(0, 0.005)
                     worst = avg**2 + (worst_effect * math.log2(n) if step else 0.0)
-                    rows.append({"run_key": f"{n}-{B_p}-{s}", "n": n, "B_p": B_p, "seed": s,
-                                 "lr": lr, STEP: step, ROLLOUTS: C, EVAL_AVG: avg,
-                                 EVAL_WORST: worst + rng.normal(0, 0.003)})  # fmt: skip
+                    rows.append(
+                        {
+                            "run_key": f"{n}-{B_p}-{s}",
+                            "n": n,
+                            "B_p": B_p,
+                            "seed": s,
+                            "lr": lr,
+                            STEP: step,
+                            ROLLOUTS: C,
+                            EVAL_AVG: avg,
+                            EVAL_WORST: worst + rng.normal(0, 0.003),
+                        }
+                    )
     return pl.DataFrame(rows)
 
 

@@ -15,8 +15,9 @@ from isolab.vocab import EVAL_AVG, ROLLOUTS
 NS = (2, 4, 8, 16, 32, 64, 128)
 
 
-def _runs(split: str, vertex: float, rng, curvature: float = 0.006, sd: float = 0.004,
-          seeds: int = 3) -> pl.DataFrame:  # fmt: skip
+def _runs(
+    split: str, vertex: float, rng, curvature: float = 0.006, sd: float = 0.004, seeds: int = 3
+) -> pl.DataFrame:
     """Each run's first and last evaluation: avg@4 at the budget a quadratic in log2 n with
     its vertex at `vertex` (log2 n), a level per seed and run noise."""
     rows = []
@@ -25,9 +26,18 @@ def _runs(split: str, vertex: float, rng, curvature: float = 0.006, sd: float = 
         for n in NS:
             y = 0.3 - curvature * (np.log2(n) - vertex) ** 2 + level + rng.normal(0, sd)
             for step, c, v in ((0, 0.0, 0.1), (10, 65536.0, y)):
-                rows.append({"run_key": f"{split}-n{n}s{seed}", "split": split, "n": n,
-                             "B_p": 16, "seed": seed, "step": step, ROLLOUTS: c,
-                             EVAL_AVG: v})  # fmt: skip
+                rows.append(
+                    {
+                        "run_key": f"{split}-n{n}s{seed}",
+                        "split": split,
+                        "n": n,
+                        "B_p": 16,
+                        "seed": seed,
+                        "step": step,
+                        ROLLOUTS: c,
+                        EVAL_AVG: v,
+                    }
+                )
     return pl.DataFrame(rows)
 
 
@@ -76,9 +86,20 @@ def _never(slope: float, rng, sd: float = 0.03) -> pl.DataFrame:
         for n in (2, 8, 32):
             best = 0.6 + slope * (np.log2(n) - 3) + level + rng.normal(0, sd)
             for step, c, b, a in ((0, 0.0, 0.5, 0.1), (10, 65536.0, best, 0.12)):
-                rows.append({"run_key": f"n{n}s{seed}", "split": "never", "n": n, "seed": seed,
-                             "step": step, ROLLOUTS: c, "eval/best@16": b, "eval/best@4": b / 2,
-                             "eval/avg@16": a, "eval/avg@4": a})  # fmt: skip
+                rows.append(
+                    {
+                        "run_key": f"n{n}s{seed}",
+                        "split": "never",
+                        "n": n,
+                        "seed": seed,
+                        "step": step,
+                        ROLLOUTS: c,
+                        "eval/best@16": b,
+                        "eval/best@4": b / 2,
+                        "eval/avg@16": a,
+                        "eval/avg@4": a,
+                    }
+                )
     return pl.DataFrame(rows)
 
 
@@ -100,8 +121,9 @@ def test_coverage_expansion_reads_peaks_not_a_lead_at_the_budget():
     a planted rise of the peaks is found."""
     kept = [coverage_expansion(coverage_world("kept", 0.0, s)["never"]) for s in range(20)]
     called = sum(r.ran and r.p_value < 0.04 and r.estimate > 0 for r in kept)
-    lead = sum(coverage_keeps(coverage_world("kept", 0.0, s)["never"]).p_value < 0.04
-               for s in range(20))  # fmt: skip
+    lead = sum(
+        coverage_keeps(coverage_world("kept", 0.0, s)["never"]).p_value < 0.04 for s in range(20)
+    )
     assert called <= 2 and lead >= 10, (called, lead)
     assert any(r.note.startswith("untested: every n peaks near") for r in kept)
     grown = coverage_expansion(coverage_world("flat", 0.08, 3)["never"])

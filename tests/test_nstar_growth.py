@@ -20,9 +20,18 @@ CHECKPOINTS = 2.0 ** np.arange(8, 17)
 
 
 def _runs(law, seed: int) -> pl.DataFrame:
-    return make_isocompute_runs({EVAL_AVG: law}, n_grid=GRID, B_p_grid=(16, 64), B_max=2048,
-                                budget_rollouts=2**16, seeds=3, noise=0.015,
-                                checkpoints=list(CHECKPOINTS), seed_sd=0.01, seed=seed)  # fmt: skip
+    return make_isocompute_runs(
+        {EVAL_AVG: law},
+        n_grid=GRID,
+        B_p_grid=(16, 64),
+        B_max=2048,
+        budget_rollouts=2**16,
+        seeds=3,
+        noise=0.015,
+        checkpoints=list(CHECKPOINTS),
+        seed_sd=0.01,
+        seed=seed,
+    )
 
 
 GROWTH = IsoComputeLaw(n_sat=64, curvature=0.01, C_mid_ref=1e3, n_ref=2, gamma=0.75)

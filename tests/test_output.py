@@ -94,9 +94,11 @@ def test_sweep_plan_fits_100_columns(monkeypatch):
     for p in plan.points:  # each run's row holds its values whole, its run key included
         row = next(r for r in rows if r and r[-1] == p.run_key)
         assert row[:4] == [
-            p.config.reward, str(p.config.search_oversample), str(p.config.num_iterations),
+            p.config.reward,
+            str(p.config.search_oversample),
+            str(p.config.num_iterations),
             str(p.config.seed),
-        ]  # fmt: skip
+        ]
 
 
 def test_the_eta_comes_from_the_first_steps():

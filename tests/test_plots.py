@@ -5,10 +5,10 @@ from __future__ import annotations
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
 
-from isolab.plots.style import n_colorbar, n_norm, tidy  # noqa: E402
+from isolab.plots.style import n_colorbar, n_norm, tidy
 
 
 @pytest.mark.parametrize("ns", [[2, 4], [4, 8], [100, 128], [2, 128]])

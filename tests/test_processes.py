@@ -137,8 +137,9 @@ def test_a_ray_sweep_runs_two_process_points_side_by_side(cli, isolab_cache, tmp
     once); both finish, each run made by two processes."""
     (tmp_path / "spec.yaml").write_text(MULTI_PROCESS_SWEEP)
     uri = f"sqlite:///{tmp_path / 'store.db'}"
-    out = cli("sweep", "run", "spec.yaml", "--backend", "ray", "--workers", "2",
-              "--tracking-uri", uri)  # fmt: skip
+    out = cli(
+        "sweep", "run", "spec.yaml", "--backend", "ray", "--workers", "2", "--tracking-uri", uri
+    )
     assert out.exit_code == 0, out.output
     assert "2 finished, 0 failed" in out.output
     client = MlflowClient(uri)

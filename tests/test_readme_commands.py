@@ -246,9 +246,14 @@ def test_readme_command_runs(case: Case, project: Path):
     argv = case.argv if case.argv[0] == "make" else [sys.executable, "-m", "isolab.cli", *case.argv]
     t0 = time.monotonic()
     proc = subprocess.run(
-        argv, cwd=project, env=_env(project, case), capture_output=True, text=True,
-        timeout=case.timeout_s, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        argv,
+        cwd=project,
+        env=_env(project, case),
+        capture_output=True,
+        text=True,
+        timeout=case.timeout_s,
+        stdin=subprocess.DEVNULL,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"{' '.join(argv)} exited {proc.returncode}:\n{out[-4000:]}"
     flat = " ".join(out.split())

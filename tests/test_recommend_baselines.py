@@ -99,9 +99,15 @@ def test_a_noisy_moving_world_scores_the_advice_beside_its_baselines() -> None:
 
 def test_a_check_that_a_random_arm_passes_cannot_fail() -> None:
     df = make_isocompute_runs(
-        {EVAL_AVG: ALIKE}, n_grid=(2, 4, 8, 16), B_p_grid=(16,), budget_rollouts=int(C_END),
-        seeds=3, checkpoints=planted.CHECKPOINTS, noise=0.01, seed=2,
-    )  # fmt: skip
+        {EVAL_AVG: ALIKE},
+        n_grid=(2, 4, 8, 16),
+        B_p_grid=(16,),
+        budget_rollouts=int(C_END),
+        seeds=3,
+        checkpoints=planted.CHECKPOINTS,
+        noise=0.01,
+        seed=2,
+    )
     for v in fr.validate_recommend(df, n_boot=0):
         assert v.random is not None and v.random.regret <= 2 * v.random.se
         assert v.regret == 0.0 and v.verdict == "cannot fail" and not v.within  # not a pass
@@ -142,8 +148,15 @@ def test_worlds_are_drawn_by_kind_and_the_noise_measured() -> None:
         planted.draw_worlds(1, [(0.01, 0.02)], kinds=("moving 5",))
     # the noise of a sweep: the seed spread at its first checkpoint and what the last adds
     df = make_isocompute_runs(
-        {EVAL_AVG: ALIKE}, n_grid=planted.N_GRID, B_p_grid=(16,), budget_rollouts=int(C_END),
-        seeds=10, checkpoints=planted.CHECKPOINTS, noise=0.01, seed_sd=0.02, seed=6,
-    )  # fmt: skip
+        {EVAL_AVG: ALIKE},
+        n_grid=planted.N_GRID,
+        B_p_grid=(16,),
+        budget_rollouts=int(C_END),
+        seeds=10,
+        checkpoints=planted.CHECKPOINTS,
+        noise=0.01,
+        seed_sd=0.02,
+        seed=6,
+    )
     eval_sd, seed_sd = planted.sweep_noise(df)
     assert eval_sd == pytest.approx(0.01, rel=0.25) and seed_sd == pytest.approx(0.02, rel=0.25)

@@ -49,11 +49,18 @@ def world(curve: Callable[[np.ndarray, int], np.ndarray], *, seed: int, seeds: i
         for s in range(seeds):
             frames.append(
                 pl.DataFrame(
-                    {"run_key": f"n{n}-s{s}", "n": n, "B_p": B_P, "M": int(C_END) // (n * B_P),
-                     "seed": s, "step": (C // (n * B_P)).astype(int), ROLLOUTS: C,
-                     EVAL_AVG: np.clip(curve(C, n) + rng.normal(0.0, 0.01, C.size), 0, 1)}
+                    {
+                        "run_key": f"n{n}-s{s}",
+                        "n": n,
+                        "B_p": B_P,
+                        "M": int(C_END) // (n * B_P),
+                        "seed": s,
+                        "step": (C // (n * B_P)).astype(int),
+                        ROLLOUTS: C,
+                        EVAL_AVG: np.clip(curve(C, n) + rng.normal(0.0, 0.01, C.size), 0, 1),
+                    }
                 )
-            )  # fmt: skip
+            )
     return pl.concat(frames)
 
 

@@ -56,12 +56,17 @@ def test_the_old_testbeds_clip_binding_is_recomputed_from_its_history(sweep):
     folder = REPO / "runs" / sweep
     runs = pl.read_parquet(folder / "runs.parquet")
     assert "max_grad_norm" not in runs.columns and set(runs["pool_size"]) == {4000}
-    config = [c for c in ("split", "recipe", "B", "lr_scaling", "model", "n") if c in runs.columns
-              and runs[c].n_unique() > 1]  # fmt: skip
+    config = [
+        c
+        for c in ("split", "recipe", "B", "lr_scaling", "model", "n")
+        if c in runs.columns and runs[c].n_unique() > 1
+    ]
     grads = pl.read_parquet(folder / "history.parquet").filter(pl.col("key") == "grad_norm")
-    per_run = grads.join(runs.select("run_key", *config).unique(), on="run_key").group_by(
-        "run_key", *config
-    ).agg((pl.col("value") > 1.0).mean().alias("share"))  # fmt: skip
+    per_run = (
+        grads.join(runs.select("run_key", *config).unique(), on="run_key")
+        .group_by("run_key", *config)
+        .agg((pl.col("value") > 1.0).mean().alias("share"))
+    )
     shares = per_run.group_by(config).agg(pl.col("share").mean())["share"]
     assert (round(shares.min(), 2), round(shares.max(), 2)) == testbed.CLIP_BINDING[sweep]
     assert testbed.old_testbed(runs).startswith("untested (old testbed: pool 4,000, lr_base 1.5e-4")
@@ -115,8 +120,10 @@ def test_non_monotone_hard_is_untested_where_the_advantage_never_changes_sign():
 
 def test_bestk_claims_are_untested_where_every_n_is_past_the_optimum():
     v = _verdicts("bestk-worstk")
-    for claim, reading in (("bestk.worst_easy", "worst@4 at equal avg@4 +0.0043"),
-                           ("bestk.best_hard", "best@4 at equal avg@4 +0.0011")):  # fmt: skip
+    for claim, reading in (
+        ("bestk.worst_easy", "worst@4 at equal avg@4 +0.0043"),
+        ("bestk.best_hard", "best@4 at equal avg@4 +0.0011"),
+    ):
         assert v[claim].call == "inconclusive", claim
         assert v[claim].note.startswith("untested: every n tested is past the optimum")
         assert reading in v[claim].note
@@ -139,8 +146,9 @@ def test_rho_keeps_its_call_with_the_knob_caveat():
     assert v.note.startswith("caveat: all 6 reward systems do best at k = 1 (no oversampling)")
 
 
-@pytest.mark.parametrize("name", ["n-vs-bp", "bestk-worstk", "mixtures", "reward-rho",
-                                  "healthy-recipe", "model-size"])  # fmt: skip
+@pytest.mark.parametrize(
+    "name", ["n-vs-bp", "bestk-worstk", "mixtures", "reward-rho", "healthy-recipe", "model-size"]
+)
 def test_the_committed_findings_carry_the_calls_the_snapshots_give(name):
     """Each claim's own call (`per_claim_call` where the family-wise call sits beside it)."""
     committed = json.loads((REPO / "runs" / name / "cpu" / "findings.json").read_text())

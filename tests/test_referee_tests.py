@@ -18,15 +18,18 @@ from isolab.verdicts.claim import verdict
 from isolab.vocab import EVAL_WORST
 
 
-@pytest.mark.parametrize(("exponent", "call"), [(0.5, "agrees"), (0.0, "disagrees"),
-                                                (1.0, "disagrees")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("exponent", "call"), [(0.5, "agrees"), (0.0, "disagrees"), (1.0, "disagrees")]
+)
 def test_the_best_lr_exponent_is_recovered_and_read_against_the_three_rules(exponent, call):
     data = hw.study_world(exponent, seed=3)
     r = lr_exponent.best_lr_exponent(data["lr-grid"])
     assert r.interval[0] < exponent < r.interval[1], r.note
     rule = {0.0: "p_constant", 0.5: "p_sqrt", 1.0: "p_linear"}[exponent]
-    assert r.extra[rule] > 0.04 and min(r.extra[k] for k in ("p_constant", "p_sqrt", "p_linear")
-                                         if k != rule) < 0.04  # fmt: skip
+    assert (
+        r.extra[rule] > 0.04
+        and min(r.extra[k] for k in ("p_constant", "p_sqrt", "p_linear") if k != rule) < 0.04
+    )
     claim = CLAIMS["healthy.lr_sqrt"]
     assert verdict(claim, claim.run(data)).call == call
 

@@ -103,8 +103,10 @@ def test_report_of_a_snapshot_is_one_self_contained_page(cli):
         cells = dict(zip(head, row, strict=True))
         run = by_name[cells["run"], int(cells["seed"])]
         assert (int(cells["n"]), int(cells["B_p"]), int(cells["M"])) == (
-            run["n"], run["B_p"], run["M"]
-        )  # fmt: skip
+            run["n"],
+            run["B_p"],
+            run["M"],
+        )
         assert float(cells["final avg@4"]) == pytest.approx(run["eval/avg@4"], abs=1e-3)  # 3 digits
 
     # the verdicts the nstar study saved, claim by claim, with the effect each design detects
@@ -126,9 +128,7 @@ def test_compare_puts_two_sweeps_side_by_side_at_equal_compute(cli):
     tables = tables_of(page, "equal-compute")
     assert len(tables) == 2  # easy and hard, both in both sweeps
     for head, rows in tables:
-        assert head == [
-            "compute/rollouts", "A best", "A avg@4", "B best", "B avg@4", "B − A"
-        ]  # fmt: skip
+        assert head == ["compute/rollouts", "A best", "A avg@4", "B best", "B avg@4", "B − A"]
         assert len(rows) >= 5
         for row in rows:
             assert float(row[5]) == pytest.approx(float(row[4]) - float(row[2]), abs=1.5e-3)

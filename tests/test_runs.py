@@ -203,8 +203,12 @@ def test_synthetic_store_roundtrip_keeps_every_value(tmp_path: Path, tracking_ur
 
 # ---- CLI (the `cli` fixture: tests/conftest.py) ------------------------------------------------
 def test_cli_help_lists_every_command(cli) -> None:
-    for args in (["--help"], ["frontier", "--help"], ["runs", "export", "--help"],
-                 ["runs", "import", "--help"]):  # fmt: skip
+    for args in (
+        ["--help"],
+        ["frontier", "--help"],
+        ["runs", "export", "--help"],
+        ["runs", "import", "--help"],
+    ):
         res = cli(*args)
         assert res.exit_code == 0, res.output
     assert "Frontier analysis" in cli("frontier", "--help").output

@@ -57,9 +57,15 @@ def test_a_cards_own_verifier_runs_only_with_the_opt_in_and_never_to_plan(
     model = tiny_chat_model(tmp_path / "model")
     cfg = tmp_path / "run.yaml"
     run = RunConfig(
-        model=str(model), split="all", n=2, B_p=2, M=1, max_completion_tokens=8,
-        eval_problems=2, eval_k_samples=4,
-    )  # fmt: skip
+        model=str(model),
+        split="all",
+        n=2,
+        B_p=2,
+        M=1,
+        max_completion_tokens=8,
+        eval_problems=2,
+        eval_k_samples=4,
+    )
     run.to_yaml(cfg)
     data = yaml.safe_load(cfg.read_text())  # by hand: no card is read before the command
     data.update(task=str(card_with_code), trust_remote_code=trusted)
@@ -187,8 +193,11 @@ def _ui(uri: str, cwd: Path, port: int, log: Path) -> Iterator[subprocess.Popen]
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             [*isolab_cmd(), "ui", "--tracking-uri", uri, "--port", str(port)],
-            cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         yield proc
     finally:
@@ -244,7 +253,7 @@ def test_the_ui_serves_the_stores_artifacts_but_takes_no_artifact_writes(tmp_pat
 
 
 class _Health(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:  # http.server's name
         self.send_response(200)
         self.end_headers()
         self.wfile.write(b"OK")

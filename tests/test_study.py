@@ -60,7 +60,10 @@ def test_gpu_rollout_specs_plan_from_local_data():
     tok = AutoTokenizer.from_pretrained(source, **kwargs)
     task = get_task("gsm8k", "chat")
     problems = task.problems(split="train", limit=200, data_dir=str(data))
-    texts = [tok.apply_chat_template(task.prompt(p), tokenize=False, add_generation_prompt=True) for p in problems]  # fmt: skip
+    texts = [
+        tok.apply_chat_template(task.prompt(p), tokenize=False, add_generation_prompt=True)
+        for p in problems
+    ]
     measured = sum(len(tok.encode(t, add_special_tokens=False)) for t in texts) / len(texts)
     planned, _ = expected_lengths(
         "smollm2-135m", "gsm8k", spec.base.max_completion_tokens, str(data)
@@ -167,11 +170,29 @@ def _same_verdicts(name: str, saved: list[dict], where: tuple[str, ...] = ()) ->
         committed = committed[key]
     assert saved and len(saved) == len(committed["verdicts"]), name
     for new, old in zip(saved, committed["verdicts"], strict=True):
-        assert {"claim", "split", "call", "statistic", "p_value", "interval",
-                "min_detectable_effect"} <= set(new)  # fmt: skip
+        assert {
+            "claim",
+            "split",
+            "call",
+            "statistic",
+            "p_value",
+            "interval",
+            "min_detectable_effect",
+        } <= set(new)
         assert new["call"] in ("agrees", "disagrees", "inconclusive")
-        for key in ("claim", "split", "call", "test", "n_runs", "note", "per_claim_call",
-                    "per_claim_only", "preregistered", "revised_after_data", "caveats"):  # fmt: skip
+        for key in (
+            "claim",
+            "split",
+            "call",
+            "test",
+            "n_runs",
+            "note",
+            "per_claim_call",
+            "per_claim_only",
+            "preregistered",
+            "revised_after_data",
+            "caveats",
+        ):
             assert new.get(key) == old.get(key), (name, key, new, old)
         for key in ("statistic", "p_value", "holm_p", "interval", "min_detectable_effect"):
             assert numbers(new.get(key)) == pytest.approx(
@@ -222,9 +243,22 @@ def _tradeoff_runs(gap: float, noise: float = 0.02) -> pl.DataFrame:
                 r = 0.4 + 0.001 * step + (step > 0) * noise * rng.standard_normal()
                 r += gap * ((n == 2) * early + (n == 32) * late)
                 rows.append(
-                    (f"k{n}-{seed}", "easy", n, 64 // n, seed, step, step * 64, r, 0.8, 0.1,
-                     64, 8, "tiny-m")
-                )  # fmt: skip
+                    (
+                        f"k{n}-{seed}",
+                        "easy",
+                        n,
+                        64 // n,
+                        seed,
+                        step,
+                        step * 64,
+                        r,
+                        0.8,
+                        0.1,
+                        64,
+                        8,
+                        "tiny-m",
+                    )
+                )
     cols = ["run_key", "split", "n", "B_p", "seed", "step", "compute/rollouts", "eval/avg@4"]
     cols += ["eval/best@4", "eval/worst@4", "eval_problems", "eval_k_samples", "model"]
     return pl.DataFrame(rows, schema=cols, orient="row")
@@ -261,9 +295,18 @@ def test_n_star_direction_is_read_from_the_test():
 
 def _curve(key: str, n: int, values: list[float], limit: int | None) -> pl.DataFrame:
     C = [0.0] + [256.0 * 2**i for i in range(len(values) - 1)]
-    return pl.DataFrame({"run_key": key, "n": n, "split": "easy", "train_limit": limit,
-                         "step": list(range(len(values))), "compute/rollouts": C,
-                         "eval/avg@4": values}, schema_overrides={"train_limit": pl.Int64})  # fmt: skip
+    return pl.DataFrame(
+        {
+            "run_key": key,
+            "n": n,
+            "split": "easy",
+            "train_limit": limit,
+            "step": list(range(len(values))),
+            "compute/rollouts": C,
+            "eval/avg@4": values,
+        },
+        schema_overrides={"train_limit": pl.Int64},
+    )
 
 
 def test_a_plateau_starts_where_the_curve_stops_gaining():

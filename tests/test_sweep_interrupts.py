@@ -177,9 +177,12 @@ def test_a_worker_that_swallows_ctrl_c_still_stops_and_shows_where(tmp_path):
         "stuck_in_a_library()\n"
     )
     proc = subprocess.Popen(
-        [sys.executable, str(script)], cwd=REPO, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        [sys.executable, str(script)],
+        cwd=REPO,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stdout.readline().strip() == "ready"
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)

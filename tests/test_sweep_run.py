@@ -198,9 +198,17 @@ def test_smoke_study_on_a_local_ray_instance(isolab_cache, tracking_uri, plan, m
 
     monkeypatch.setattr(ray, "wait", wait_and_look)
     result = cli(
-        "run", str(SMOKE), "--backend", "ray", "--workers", "1", "--limit", "1",
-        "--tracking-uri", tracking_uri,
-    )  # fmt: skip
+        "run",
+        str(SMOKE),
+        "--backend",
+        "ray",
+        "--workers",
+        "1",
+        "--limit",
+        "1",
+        "--tracking-uri",
+        tracking_uri,
+    )
     assert result.exit_code == 0, result.output
     assert "1 finished, 0 failed" in result.output
     assert_complete(plan, tracking_uri, points=plan.points[:1])
@@ -230,9 +238,15 @@ def _alive(proc: psutil.Process) -> bool:
 
 def test_ray_cluster_needs_a_tracking_server(tracking_uri, tmp_path):
     result = cli(
-        "run", str(SMOKE), "--backend", "ray", "--address", "ray://x:10001",
-        "--tracking-uri", f"sqlite:///{tmp_path / 'x.db'}",
-    )  # fmt: skip
+        "run",
+        str(SMOKE),
+        "--backend",
+        "ray",
+        "--address",
+        "ray://x:10001",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'x.db'}",
+    )
     assert result.exit_code == 2 and "tracking" in result.output
     assert not (tmp_path / "x.db").exists()
 

@@ -12,8 +12,9 @@ from isolab.vocab import EVAL_AVG
 NS = (2, 4, 8, 16, 32)
 
 
-def _runs(v_first: float, v_second: float, rng, seeds: int = 3, sd: float = 0.004,
-          curvature: float = 0.01) -> pl.DataFrame:  # fmt: skip
+def _runs(
+    v_first: float, v_second: float, rng, seeds: int = 3, sd: float = 0.004, curvature: float = 0.01
+) -> pl.DataFrame:
     """Each run's last evaluation (and its first) under both targets: quadratics in log2 n
     with vertices `v_first` / `v_second` (log2 n), correlated run noise and a level per seed."""
     rows = []
@@ -26,8 +27,17 @@ def _runs(v_first: float, v_second: float, rng, seeds: int = 3, sd: float = 0.00
             b = 0.12 - curvature * (x - v_second) ** 2 + level + shared + rng.normal(0, sd / 2)
             key = f"n{n}s{seed}"
             for step, C, ya, yb in ((0, 0.0, 0.08, 0.1), (10, 65536.0, a, b)):
-                rows.append({"run_key": key, "n": n, "seed": seed, "step": step,
-                             "compute/rollouts": C, EVAL_AVG: ya, SHIFTED: yb})  # fmt: skip
+                rows.append(
+                    {
+                        "run_key": key,
+                        "n": n,
+                        "seed": seed,
+                        "step": step,
+                        "compute/rollouts": C,
+                        EVAL_AVG: ya,
+                        SHIFTED: yb,
+                    }
+                )
     return pl.DataFrame(rows)
 
 

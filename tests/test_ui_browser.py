@@ -40,29 +40,29 @@ from system_packages import apt_install
 
 pytest.importorskip("selenium", reason="selenium is not installed (pip install -e '.[dev]')")
 
-from helpers import free_port, isolab_cmd  # noqa: E402
-from mlflow.tracking import MlflowClient  # noqa: E402
-from selenium import webdriver  # noqa: E402
-from selenium.common.exceptions import (  # noqa: E402
+from helpers import free_port, isolab_cmd
+from mlflow.tracking import MlflowClient
+from selenium import webdriver
+from selenium.common.exceptions import (
     ElementClickInterceptedException,
     StaleElementReferenceException,
     TimeoutException,
     WebDriverException,
 )
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import WebDriverWait
 
-from isolab import tracking  # noqa: E402
-from isolab.config import RunConfig  # noqa: E402
-from isolab.rl.train import train  # noqa: E402
-from isolab.study.pipeline import log_analysis, save_report  # noqa: E402
-from isolab.study.report import Report  # noqa: E402
-from isolab.tracking import KIND_TAG  # noqa: E402
-from isolab.tracking.importing import import_runs  # noqa: E402
-from isolab.tracking.runs import load_history, load_runs  # noqa: E402
-from isolab.tracking.snapshot import export_runs  # noqa: E402
+from isolab import tracking
+from isolab.config import RunConfig
+from isolab.rl.train import train
+from isolab.study.pipeline import log_analysis, save_report
+from isolab.study.report import Report
+from isolab.tracking import KIND_TAG
+from isolab.tracking.importing import import_runs
+from isolab.tracking.runs import load_history, load_runs
+from isolab.tracking.snapshot import export_runs
 
 STUDY = "ui-browser"
 ANALYSIS = "frontier"  # the report's name: its artifacts go under analysis/frontier/
@@ -75,8 +75,16 @@ FIGURE_PX = (300, 200)  # 3 x 2 inches at 100 dpi
 RUN_FIGURE_PX = (630, 324)  # run_figure's 7 x 3.6 inches at 90 dpi
 #: The runs table's columns a sweep opens with: the grid, then final metrics (the runs evaluate
 #: avg@1 and avg@2 only: the view picks the largest k).
-COLUMNS = ("n", "B_p", "M", "seed", "eval/avg_at_2", "compute/rho", "flops/total",
-           "compute/rollouts")  # fmt: skip
+COLUMNS = (
+    "n",
+    "B_p",
+    "M",
+    "seed",
+    "eval/avg_at_2",
+    "compute/rho",
+    "flops/total",
+    "compute/rollouts",
+)
 WAIT_S = 60  # the UI is slow on a loaded 2-core machine; each wait is for one element
 UI_START_S = 120
 
@@ -221,9 +229,15 @@ def _imported_study(tmp_path: Path, uri: str) -> None:
     scratch = f"sqlite:///{tmp_path / 'scratch.db'}"
     for n in (2, 4):
         cfg = RunConfig(
-            experiment=STUDY, model="tiny-m", n=n, B_p=2, M=2,
-            eval_problems=4, eval_k_samples=2, eval_ks=(1, 2),
-        )  # fmt: skip
+            experiment=STUDY,
+            model="tiny-m",
+            n=n,
+            B_p=2,
+            M=2,
+            eval_problems=4,
+            eval_k_samples=2,
+            eval_ks=(1, 2),
+        )
         train(cfg, tracking_uri=scratch)
     df = load_runs(STUDY, tracking_uri=scratch)
     snap = export_runs(df, tmp_path / "snapshot", history=load_history(STUDY, tracking_uri=scratch))
@@ -250,9 +264,18 @@ def _logged_report(cli, uri: str, out: Path) -> int:
 
     started = time.monotonic()
     res = cli(
-        "report", STUDY, "--metric", REPORT_METRIC, "--n-boot", "0",
-        "--out", str(out), "--log", "--tracking-uri", uri,
-    )  # fmt: skip
+        "report",
+        STUDY,
+        "--metric",
+        REPORT_METRIC,
+        "--n-boot",
+        "0",
+        "--out",
+        str(out),
+        "--log",
+        "--tracking-uri",
+        uri,
+    )
     assert res.exit_code == 0, res.output
     assert f"artifact report/{out.name}" in res.output, res.output
     found = re.search(r"\((\d+) figures\)", res.output)

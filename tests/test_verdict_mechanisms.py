@@ -55,8 +55,9 @@ def test_non_monotone_needs_two_located_sign_changes_not_a_curvature():
     called with both changes located; a concave decline that never crosses zero (the committed
     Hard runs' shape) is untested; one crossing (the best n switches once) is not called."""
     quiet = _quiet("n-vs-bp")
-    found = sign_changes(_hard(world(quiet, fixed_b_advantage("hard", rise_and_fall(0.006)), 2)),
-                         EVAL_AVG)  # fmt: skip
+    found = sign_changes(
+        _hard(world(quiet, fixed_b_advantage("hard", rise_and_fall(0.006)), 2)), EVAL_AVG
+    )
     assert found.p_value < 0.04 and found.estimate > 0
     assert found.note.startswith("two sign changes located: − → + near C ≈")
     assert "then + → − near C ≈" in found.note
@@ -64,16 +65,24 @@ def test_non_monotone_needs_two_located_sign_changes_not_a_curvature():
     flat = sign_changes(_hard(world(quiet, decline, 2)), EVAL_AVG)
     assert not flat.ran and flat.note.startswith("untested: no sign change")
     assert flat.extra["p_two_changes"] >= 0.04 and flat.extra["advantage"][-1] < -0.003
-    switch = sign_changes(_hard(world(quiet, fixed_b_advantage("hard", lambda lc: -0.0025 * (lc - 12.0)), 2)),
-                          EVAL_AVG)  # fmt: skip
+    switch = sign_changes(
+        _hard(world(quiet, fixed_b_advantage("hard", lambda lc: -0.0025 * (lc - 12.0)), 2)),
+        EVAL_AVG,
+    )
     assert not switch.ran and switch.note.startswith("one sign change located: + → − near C ≈")
     claim = CLAIMS["nvsbp.nonmonotone_hard"]
     assert verdict(claim, claim.run(world(quiet, decline, 3))).call == "inconclusive"
 
 
 def test_the_advantage_band_recovers_a_planted_advantage_per_checkpoint():
-    band = advantage_band(_hard(world(_quiet("n-vs-bp"), fixed_b_advantage("hard", lambda lc: np.full_like(lc, 0.004)), 5)),
-                          EVAL_AVG)  # fmt: skip
+    band = advantage_band(
+        _hard(
+            world(
+                _quiet("n-vs-bp"), fixed_b_advantage("hard", lambda lc: np.full_like(lc, 0.004)), 5
+            )
+        ),
+        EVAL_AVG,
+    )
     assert band is not None and band.dof >= 6 and band.t_crit > 2.0
     inside = np.abs(band.a - 0.004) <= band.t_crit * band.se
     assert inside.mean() >= 0.8 and (band.p_adj[-4:] < 0.04).all()
@@ -108,13 +117,18 @@ def test_a_mechanism_of_n_is_measured_against_the_compute_mapping():
 
 def test_structured_nulls_map_claims_and_accept_worlds_of_their_own():
     assert nulls_for("nstar.grows_easy") == [
-        "fixed-optimum", "fixed-optimum-edge", "compute-shift-rising", "compute-shift-peaked",
-        "compute-shift-slower", "fixed-optimum-arms-cross",
-    ]  # fmt: skip
+        "fixed-optimum",
+        "fixed-optimum-edge",
+        "compute-shift-rising",
+        "compute-shift-peaked",
+        "compute-shift-slower",
+        "fixed-optimum-arms-cross",
+    ]
     assert nulls_for("bestk.best_hard") == ["one-mapping"]
     assert nulls_for("nvsbp.nonmonotone_hard") == [
-        "advantage-concave-decline", "advantage-one-switch"
-    ]  # fmt: skip
+        "advantage-concave-decline",
+        "advantage-one-switch",
+    ]
     assert nulls_for("rho.rule_above_model") == ["rho-low-edge"]
     assert all(set(n.claims) <= set(CLAIMS) for n in STRUCTURED_NULLS.values())
     # a null that brings its own design (as isolab.study.reward_rho.worlds' do)
@@ -148,6 +162,10 @@ def test_the_family_view_adjusts_p_values_and_keeps_calls():
     calls = [("a", "agrees", 0.01), ("b", "agrees", 0.03), ("c", "inconclusive", None)]
     table = holm_table([_v(*c) for c in [*calls, ("d", "inconclusive", 0.5)]])
     assert table["p_holm"].to_list() == pytest.approx([0.03, 0.06, None, 0.5], nan_ok=True)
-    assert table["familywise"].to_list() == ["agrees", "inconclusive", "inconclusive",
-                                             "inconclusive"]  # fmt: skip
+    assert table["familywise"].to_list() == [
+        "agrees",
+        "inconclusive",
+        "inconclusive",
+        "inconclusive",
+    ]
     assert table["call"].to_list()[1] == "agrees"  # the per-claim call stays

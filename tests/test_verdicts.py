@@ -135,8 +135,10 @@ def test_arms_of_a_column_outside_the_config_are_still_two_arms():
     for arm in ("on", "off"):
         for seed in range(5):
             value = 0.4 + 0.01 * rng.standard_normal()
-            rows += [(f"{arm}{seed}", arm, seed, 0, 0.3, 200, 16),
-                     (f"{arm}{seed}", arm, seed, 10, value, 200, 16)]  # fmt: skip
+            rows += [
+                (f"{arm}{seed}", arm, seed, 0, 0.3, 200, 16),
+                (f"{arm}{seed}", arm, seed, 10, value, 200, 16),
+            ]
     result = compare_arms(_seeded(rows, ["arm"]), "eval/avg@4", "arm", "on", "off")
     assert abs(result.estimate) < 0.02 and result.p_value > 0.04
     assert result.estimate == pytest.approx(result.extra["mean_a"] - result.extra["mean_b"])

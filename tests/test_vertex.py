@@ -90,9 +90,20 @@ def _long(values_by_seed: list[list[float]]) -> pl.DataFrame:
     rows = []
     for s, values in enumerate(values_by_seed):
         for step, (c, v) in enumerate(zip(C, values, strict=True)):
-            rows.append({"run_key": f"l{s}", "split": "easy", "n": 4, "B_p": 16, "seed": s,
-                         "step": step, ROLLOUTS: c, EVAL_AVG: v, "eval_problems": 300,
-                         "eval_k_samples": 16})  # fmt: skip
+            rows.append(
+                {
+                    "run_key": f"l{s}",
+                    "split": "easy",
+                    "n": 4,
+                    "B_p": 16,
+                    "seed": s,
+                    "step": step,
+                    ROLLOUTS: c,
+                    EVAL_AVG: v,
+                    "eval_problems": 300,
+                    "eval_k_samples": 16,
+                }
+            )
     return pl.DataFrame(rows)
 
 

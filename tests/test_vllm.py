@@ -55,9 +55,15 @@ def vllm_run(isolab_cache, tmp_path_factory):
     """tiny-m, 6 GRPO steps at a high learning rate (3e-3) through vLLM on the CPU."""
     uri = f"sqlite:///{tmp_path_factory.mktemp('vllm')}/mlflow.db"
     cfg = RunConfig(
-        experiment="test-vllm", generation="vllm", n=4, B_p=4, M=6, lr_base=3e-3,
-        eval_problems=8, eval_k_samples=4,
-    )  # fmt: skip
+        experiment="test-vllm",
+        generation="vllm",
+        n=4,
+        B_p=4,
+        M=6,
+        lr_base=3e-3,
+        eval_problems=8,
+        eval_k_samples=4,
+    )
     # TRL sets these for vLLM; processes this one starts later (notebook kernels, workers) must
     # not inherit a rendezvous port it holds
     saved = {key: os.environ.get(key) for key in engines.DISTRIBUTED_ENV}
@@ -135,8 +141,10 @@ def test_the_weights_reach_vllm(vllm_run):
     base_logps = _logps(base, last)[mask]
     to_policy = (vllm - policy).abs().mean().item()
     to_base = (vllm - base_logps).abs().mean().item()
-    print(f"\nmean |Δ log p| per token at step 6: vLLM vs updated policy {to_policy:.4f}, "
-          f"vs base model {to_base:.4f}")  # fmt: skip
+    print(
+        f"\nmean |Δ log p| per token at step 6: vLLM vs updated policy {to_policy:.4f}, "
+        f"vs base model {to_base:.4f}"
+    )
     assert to_policy < TOLERANCE
     assert to_base > 5 * TOLERANCE
     for batch in seen:  # every round, not just the last

@@ -203,9 +203,15 @@ def test_a_card_is_labelled_by_difficulty_and_a_run_trains_on_its_easy_split(
     assert {p.id for p in splits.problems if int(p.answer) % 2} <= hard
     assert difficulty.splits_path(model, str(card), 60, 0).exists()  # cached for every run
     cfg = RunConfig(
-        model=model, task=str(card), split="easy", n=2, B_p=2, M=1, pool_size=60,
+        model=model,
+        task=str(card),
+        split="easy",
+        n=2,
+        B_p=2,
+        M=1,
+        pool_size=60,
         trust_remote_code=True,
-    )  # fmt: skip
+    )
     *_, train, val = prepare(cfg)
     assert {p.id for p in train} == {p.id for p in splits.train("easy")}
     assert {p.id for p in val} <= {p.id for p in splits.val("easy")}
@@ -274,6 +280,8 @@ def test_bad_input_exits_2_and_leaves_no_run(cli, card_dir: Path, tmp_path: Path
     assert not db.exists() or "RUNNING" not in db.read_bytes().decode("latin-1")
 
 
+@pytest.mark.slow  # make test runs tests/test_researcher_loop.py, its superset but for the
+# README's lines word for word and the probe's cache (≈ 35 s: make test stays within 10 min)
 def test_your_problems_your_reward_your_model_plan_train_sweep_and_plot(
     cli, tmp_path: Path, monkeypatch
 ):
@@ -433,9 +441,17 @@ def test_a_judge_scores_every_evaluation_apart_from_the_runs_compute(tracking_ur
 
     reward_models.build("tiny-prm")
     cfg = RunConfig(
-        experiment="judge", model="tiny-m", split="easy", n=2, B_p=4, M=2, eval_problems=24,
-        eval_k_samples=4, eval_sets={"shifted": "arithmetic:max_terms=3"}, eval_judge="tiny-prm",
-    )  # fmt: skip
+        experiment="judge",
+        model="tiny-m",
+        split="easy",
+        n=2,
+        B_p=4,
+        M=2,
+        eval_problems=24,
+        eval_k_samples=4,
+        eval_sets={"shifted": "arithmetic:max_terms=3"},
+        eval_judge="tiny-prm",
+    )
     assert train(cfg, tracking_uri=tracking_uri).status == "FINISHED"
     runs = load_runs("judge", tracking_uri=tracking_uri)
     assert runs.height == 2  # the start and the end
@@ -463,9 +479,10 @@ def test_a_judge_scores_every_evaluation_apart_from_the_runs_compute(tracking_ur
     with FlopCounterMode(display=False) as counter:
         one_by_one = [
             judge(prompts=[prompt], completions=[text])[0]
-            for prompt, text in zip([evaluator.prompts[0]] * 2 + [evaluator.prompts[1]] * 2, texts,
-                                    strict=True)
-        ]  # fmt: skip
+            for prompt, text in zip(
+                [evaluator.prompts[0]] * 2 + [evaluator.prompts[1]] * 2, texts, strict=True
+            )
+        ]
     assert ledger.state_dict()["judge"] == counter.get_total_flops() > 0
     assert score == pytest.approx(sum(one_by_one) / 4)
     assert ledger.state_dict()["search"] == 0 and ledger.end_step(0)["flops/total"] == 0

@@ -334,12 +334,30 @@ def advise(
     if expected_note:
         hedges.append(expected_note)
     return Recommendation(
-        budget, y, n, B_p, M, nstar, nci, expected, frontier_reward, last, evidence,
-        notes=tuple(notes), hedges=tuple(hedges), within_noise=tuple(sorted(within)),
-        noise_sd=noise.sd, noise_source=noise.source, seeds=noise.seeds, edge=edge,
-        extension=extension, expected_note=expected_note, ci_level=res.ci,
-        n_star_from=n_star_from, noise_text=tuple(noise_text),
-    )  # fmt: skip
+        budget,
+        y,
+        n,
+        B_p,
+        M,
+        nstar,
+        nci,
+        expected,
+        frontier_reward,
+        last,
+        evidence,
+        notes=tuple(notes),
+        hedges=tuple(hedges),
+        within_noise=tuple(sorted(within)),
+        noise_sd=noise.sd,
+        noise_source=noise.source,
+        seeds=noise.seeds,
+        edge=edge,
+        extension=extension,
+        expected_note=expected_note,
+        ci_level=res.ci,
+        n_star_from=n_star_from,
+        noise_text=tuple(noise_text),
+    )
 
 
 def _expected(

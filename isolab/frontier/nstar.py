@@ -188,20 +188,27 @@ def optimal_n(
     points = per_n_points(avg, x, y, per_n, bin_width)
     fits: dict[int, SigmoidFit] = {}
     rows = []
-    for i, (n, (C, R, c_lo, c_hi, idx)) in enumerate(points.items()):
-        paired = reps is not None and idx is not None
+    for i, (n, pts) in enumerate(points.items()):
+        paired = reps is not None and pts.rows is not None
         f = fit_sigmoid(
-            C, R, R0=R0, n_boot=n_boot, bootstrap="replicates" if paired else "residual",
-            replicates=reps[:, idx] if paired else None, ci=ci, seed=seed + i, what=y,
-        )  # fmt: skip
+            pts.C,
+            pts.R,
+            R0=R0,
+            n_boot=n_boot,
+            bootstrap="replicates" if paired else "residual",
+            replicates=reps[:, pts.rows] if paired else None,
+            ci=ci,
+            seed=seed + i,
+            what=y,
+        )
         fits[n] = f
-        rows.append({"n": n, **f.to_dict(), "C_lo": c_lo, "C_hi": c_hi})
+        rows.append({"n": n, **f.to_dict(), "C_lo": pts.C_lo, "C_hi": pts.C_hi})
     per = pl.DataFrame(rows)
     curves_tbl = per_n_curves(fits, points, grid_points)
     usable = [
         n
         for n, f in fits.items()
-        if f.identifiable and f.status != "flat" and np.isfinite(points[n][2])
+        if f.identifiable and f.status != "flat" and np.isfinite(points[n].C_lo)
     ]
     if len(usable) < 2:
         bad = "; ".join(
@@ -211,16 +218,21 @@ def optimal_n(
         )
         return fail(
             f"fewer than two n have a reward curve that rises beyond noise ({bad})",
-            per, fits, curves_tbl,
-        )  # fmt: skip
+            per,
+            fits,
+            curves_tbl,
+        )
 
     # 3: the envelope of the per-n curves, and its running average
     grid = compute_grid(
-        fits, {n: (points[n][2], points[n][3]) for n in usable}, min_progress, grid_points
+        fits, {n: (points[n].C_lo, points[n].C_hi) for n in usable}, min_progress, grid_points
     )
     n_arr = np.array(usable, dtype=float)
     valid = np.array(
-        [(grid >= points[n][2] * (1 - 1e-9)) & (grid <= points[n][3] * (1 + 1e-9)) for n in usable]
+        [
+            (grid >= points[n].C_lo * (1 - 1e-9)) & (grid <= points[n].C_hi * (1 + 1e-9))
+            for n in usable
+        ]
     )
     point_curves = np.stack([fits[n].predict(grid) for n in usable])  # n×G
     raw = envelope(point_curves, valid, n_arr)
@@ -285,11 +297,17 @@ def optimal_n(
             )
         if fit.A < fit.R0:  # a fall is not a saturation: report the path, not a level
             return NStarResult.not_identifiable(
-                y, x,
+                y,
+                x,
                 f"n*(C) falls with compute ({2.0**fit.R0:.3g} → {2.0**fit.A:.3g}): no "
                 "saturation to report (the Playbook finds n* grows, then saturates)",
-                table=table, per_n=per, curves=curves_tbl, fits=fits, fit=fit, ci=ci,
-            )  # fmt: skip
+                table=table,
+                per_n=per,
+                curves=curves_tbl,
+                fits=fits,
+                fit=fit,
+                ci=ci,
+            )
     dropped = [n for n in ns if n not in usable]
     if dropped:
         reasons.append(f"n = {dropped} left out: no reward curve that rises beyond noise")

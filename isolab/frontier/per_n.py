@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -79,10 +80,22 @@ def seed_replicates(
     return out
 
 
-def per_n_points(avg: pl.DataFrame, x: str, y: str, per_n: str, bin_width: float) -> dict:
+class PerNPoints(NamedTuple):
+    """What one n's sigmoid is fitted to, and the compute range its fitted curve is trusted
+    over (that of all the n's runs, not only the chosen points)."""
+
+    C: np.ndarray  #: compute of the chosen points
+    R: np.ndarray  #: their seed-mean reward
+    C_lo: float  #: the n's smallest positive compute (NaN when it has none)
+    C_hi: float  #: the n's largest compute
+    rows: np.ndarray | None  #: the points' rows of the seed means (`_row`), None for records
+
+
+def per_n_points(
+    avg: pl.DataFrame, x: str, y: str, per_n: str, bin_width: float
+) -> dict[int, PerNPoints]:
     """Per n (ascending): the points its sigmoid is fitted to, chosen by `per_n` from the seed
-    means `avg`, as ``(C, R, smallest positive compute, largest compute, rows of avg or None)``;
-    the compute range is that of all the n's runs, over which its fitted curve is trusted."""
+    means `avg` (see `PerNPoints`)."""
     out = {}
     for (n,), grp in avg.group_by(["n"], maintain_order=True):
         if per_n == "records":
@@ -100,17 +113,17 @@ def per_n_points(avg: pl.DataFrame, x: str, y: str, per_n: str, bin_width: float
         else:
             raise ValueError(f"per_n = {per_n!r}: choose 'records', 'best_config' or 'all'.")
         pos = grp.filter(pl.col(x) > 0)[x]
-        out[int(n)] = (
-            pts[x].to_numpy().astype(float),
-            pts[y].to_numpy().astype(float),
-            as_float(pos.min()) if len(pos) else float("nan"),
-            as_float(grp[x].max()),
-            pts["_row"].to_numpy() if "_row" in pts.columns else None,
+        out[int(n)] = PerNPoints(
+            C=pts[x].to_numpy().astype(float),
+            R=pts[y].to_numpy().astype(float),
+            C_lo=as_float(pos.min()) if len(pos) else float("nan"),
+            C_hi=as_float(grp[x].max()),
+            rows=pts["_row"].to_numpy() if "_row" in pts.columns else None,
         )
     return dict(sorted(out.items()))
 
 
-def per_n_curves(fits: dict, points: dict, grid_points: int) -> pl.DataFrame:
+def per_n_curves(fits: dict, points: dict[int, PerNPoints], grid_points: int) -> pl.DataFrame:
     """Long table (`n`, `C`, `reward_fit`, `reward_lo`, `reward_hi`, `status`) of each n's
     fitted curve over the compute its runs cover, `grid_points` log-spaced points per n.
 
@@ -120,12 +133,12 @@ def per_n_curves(fits: dict, points: dict, grid_points: int) -> pl.DataFrame:
     standard deviation. Other fits have no band here (NaN)."""
     rows = []
     for n, f in fits.items():
-        C_pts, R_pts, c_lo, c_hi, _ = points[n]
-        if not f.identifiable or not (np.isfinite(c_lo) and c_hi > c_lo):
+        pts = points[n]
+        if not f.identifiable or not (np.isfinite(pts.C_lo) and pts.C_hi > pts.C_lo):
             continue
-        C = np.geomspace(c_lo, c_hi, grid_points)
+        C = np.geomspace(pts.C_lo, pts.C_hi, grid_points)
         if f.status == "flat":
-            R = R_pts[C_pts > 0]
+            R = pts.R[pts.C > 0]
             level = float(np.mean(R))
             sd = float(np.std(R, ddof=1)) if len(R) > 1 else 0.0
             fit, lo, hi = (
@@ -137,10 +150,16 @@ def per_n_curves(fits: dict, points: dict, grid_points: int) -> pl.DataFrame:
             fit, lo, hi = f.predict(C), np.full_like(C, np.nan), np.full_like(C, np.nan)
         rows.append(
             pl.DataFrame(
-                {"n": np.full(len(C), n), "C": C, "reward_fit": fit, "reward_lo": lo,
-                 "reward_hi": hi, "status": np.full(len(C), f.status)}
+                {
+                    "n": np.full(len(C), n),
+                    "C": C,
+                    "reward_fit": fit,
+                    "reward_lo": lo,
+                    "reward_hi": hi,
+                    "status": np.full(len(C), f.status),
+                }
             )
-        )  # fmt: skip
+        )
     if not rows:
         return pl.DataFrame()
     return pl.concat(rows).filter(pl.col("reward_fit").is_not_nan())

@@ -161,10 +161,16 @@ def simulate(world: PlantedWorld, *, seed: int) -> pl.DataFrame:
     """The sweep of `world`: every n of `N_GRID` at `B_P`, `SEEDS` seeds, evaluated at step 0 and
     at each of `CHECKPOINTS`."""
     return make_isocompute_runs(
-        {EVAL_AVG: world.law}, n_grid=N_GRID, B_p_grid=(B_P,), budget_rollouts=int(CHECKPOINTS[-1]),
-        seeds=SEEDS, checkpoints=CHECKPOINTS, noise=world.eval_sd, seed_sd=world.seed_sd,
+        {EVAL_AVG: world.law},
+        n_grid=N_GRID,
+        B_p_grid=(B_P,),
+        budget_rollouts=int(CHECKPOINTS[-1]),
+        seeds=SEEDS,
+        checkpoints=CHECKPOINTS,
+        noise=world.eval_sd,
+        seed_sd=world.seed_sd,
         seed=seed,
-    )  # fmt: skip
+    )
 
 
 def true_regrets(law: IsoComputeLaw, C: float) -> dict[int, float]:
@@ -201,9 +207,14 @@ def score_world(world: PlantedWorld, df: pl.DataFrame, **optimal_n_kwargs) -> li
             else:
                 regret = truth[int(n)] if n is not None else math.nan
             rows.append(
-                {**common, "rule": rule, "n": n, "regret": regret,
-                 "regret_se": regret / se if se > 0 else math.nan}
-            )  # fmt: skip
+                {
+                    **common,
+                    "rule": rule,
+                    "n": n,
+                    "regret": regret,
+                    "regret_se": regret / se if se > 0 else math.nan,
+                }
+            )
     return rows
 
 

@@ -289,10 +289,25 @@ def validate(
     if verdict == "within noise" and random.within:
         verdict = "cannot fail"
     return Validation(
-        y, x, factor, C, {k: me[k] for k in keys}, {k: best[k] for k in keys},
-        float(me[value]), float(best[value]), regret, se, noise, verdict, seen_max,
-        pred.expected, pred.source, evidence.height, baseline=baseline, random=random,
-    )  # fmt: skip
+        y,
+        x,
+        factor,
+        C,
+        {k: me[k] for k in keys},
+        {k: best[k] for k in keys},
+        float(me[value]),
+        float(best[value]),
+        regret,
+        se,
+        noise,
+        verdict,
+        seen_max,
+        pred.expected,
+        pred.source,
+        evidence.height,
+        baseline=baseline,
+        random=random,
+    )
 
 
 def _matching(evidence: pl.DataFrame, allocation: Mapping[str, Any]) -> pl.DataFrame:
@@ -311,9 +326,14 @@ def _regret(best: Mapping[str, Any], pick: Mapping[str, Any], value: str) -> tup
 
 def _unchecked(base: Validation, reason: str) -> Validation:
     return Validation(
-        base.metric, base.x, base.factor, base.C, noise=base.noise, configs=base.configs,
+        base.metric,
+        base.x,
+        base.factor,
+        base.C,
+        noise=base.noise,
+        configs=base.configs,
         reason=reason,
-    )  # fmt: skip
+    )
 
 
 def rho_allocation(

@@ -53,14 +53,36 @@ def plot_adaptive_path(r: Replay, ax: Axes, *, x: str = DEFAULT_X) -> Axes:
     if p.height == 0:
         return empty_panel(ax, "no checkpoint to replay")
     C = p["C"].to_numpy()
-    ax.plot(C, p["grid_n"].to_numpy(), "o-", color=GRID, lw=3, ms=9, mfc="none",
-            label="full grid: best n")  # fmt: skip
-    ax.plot(C, p["adaptive_n"].to_numpy(), "o--", color=ADAPTIVE, lw=1.5, ms=4,
-            label="adaptive: best surviving n")  # fmt: skip
+    ax.plot(
+        C,
+        p["grid_n"].to_numpy(),
+        "o-",
+        color=GRID,
+        lw=3,
+        ms=9,
+        mfc="none",
+        label="full grid: best n",
+    )
+    ax.plot(
+        C,
+        p["adaptive_n"].to_numpy(),
+        "o--",
+        color=ADAPTIVE,
+        lw=1.5,
+        ms=4,
+        label="adaptive: best surviving n",
+    )
     lost = p.filter(~pl.col("best_alive"))
     if lost.height:
-        ax.plot(lost["C"].to_numpy(), lost["grid_n"].to_numpy(), "x", color="crimson", ms=10,
-                mew=2, label="grid's best already stopped")  # fmt: skip
+        ax.plot(
+            lost["C"].to_numpy(),
+            lost["grid_n"].to_numpy(),
+            "x",
+            color="crimson",
+            ms=10,
+            mew=2,
+            label="grid's best already stopped",
+        )
     budget = float(C.max()) if len(C) else None
     opens = [i for i in range(len(C)) if r.rule.opens(i, float(C[i]), budget)]
     if opens:
@@ -76,8 +98,15 @@ def plot_adaptive_path(r: Replay, ax: Axes, *, x: str = DEFAULT_X) -> Axes:
     ax.set_ylabel("n* (rollouts per problem), best seed mean")
     running = running_by_rung(r)
     twin = ax.twinx()
-    twin.step(C, running["running"].to_numpy(), where="post", color="tab:blue", lw=1, alpha=0.6,
-              label="arms running on past C (right axis)")  # fmt: skip
+    twin.step(
+        C,
+        running["running"].to_numpy(),
+        where="post",
+        color="tab:blue",
+        lw=1,
+        alpha=0.6,
+        label="arms running on past C (right axis)",
+    )
     twin.set_ylim(0, r.arms.height + 0.5)
     twin.yaxis.set_major_locator(mticker.MaxNLocator(integer=True))
     twin.set_ylabel(f"arms running on past C (of {r.arms.height})")

@@ -31,8 +31,15 @@ def plot_lr_sum(df: pl.DataFrame, ax: Axes, *, y: str = EVAL_AVG, style: str = "
     colours = plt.get_cmap(CMAP)
     for vals, g in means.sort(*keys, STEP).group_by(keys, maintain_order=True):
         ls = styles[levels.index(vals[1]) % 4] if len(keys) > 1 else "-"
-        ax.plot(g[LR_SUM].to_numpy(), g[y].to_numpy(), color=colours(norm(vals[0])), ls=ls,
-                lw=1.4, marker="o", ms=2.5)  # fmt: skip
+        ax.plot(
+            g[LR_SUM].to_numpy(),
+            g[y].to_numpy(),
+            color=colours(norm(vals[0])),
+            ls=ls,
+            lw=1.4,
+            marker="o",
+            ms=2.5,
+        )
     if len(keys) > 1 and len(levels) > 1:
         for lv in levels:
             ax.plot([], [], color="grey", ls=styles[levels.index(lv) % 4], label=f"{style}={lv}")

@@ -243,8 +243,10 @@ class _MfuClock:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.peak = max(self.peak or 0.0, state["peak"] or 0.0) or None
         self.train_s, self.reward_s, self.ran_total = (
-            state["train_s"], state["reward_s"], state["ran_total"]
-        )  # fmt: skip
+            state["train_s"],
+            state["reward_s"],
+            state["ran_total"],
+        )
 
     def lap(self) -> float:
         """Seconds since the last `restart`: the step just finished."""

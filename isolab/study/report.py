@@ -189,9 +189,13 @@ def add_noise(rep: Report, df: pl.DataFrame, metric: str = EVAL_AVG) -> None:
         if n is None:
             continue
         rep.findings.setdefault("noise", {})[split or "all"] = {
-            "metric": metric, "eval_sd": n.eval_sd, "total_sd": n.total_sd,
-            "train_sd": n.train_sd, "dof": n.dof, "source": n.source,
-        }  # fmt: skip
+            "metric": metric,
+            "eval_sd": n.eval_sd,
+            "total_sd": n.total_sd,
+            "train_sd": n.train_sd,
+            "dof": n.dof,
+            "source": n.source,
+        }
         seeds = f"between seeds {fmt(n.total_sd)} ({n.dof} df)" if n.dof else "no seed replicates"
         parts.append(f"{split or 'all runs'}: evaluation {fmt(n.eval_sd)}, {seeds}")
     if parts:

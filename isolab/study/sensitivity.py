@@ -15,9 +15,20 @@ from isolab.vocab import EVAL_AVG, ROLLOUTS, RUN_ID, RUN_KEY, STEP
 
 #: Columns that differ between any two runs or sweeps without being a setting.
 NOT_SETTINGS = {
-    RUN_KEY, RUN_ID, "run_name", "status", "experiment", "start_time", "end_time", "seed",
-    STEP, "timestamp", "base_digest", "eval_counts", "eval_sets",
-}  # fmt: skip
+    RUN_KEY,
+    RUN_ID,
+    "run_name",
+    "status",
+    "experiment",
+    "start_time",
+    "end_time",
+    "seed",
+    STEP,
+    "timestamp",
+    "base_digest",
+    "eval_counts",
+    "eval_sets",
+}
 
 
 def changed_settings(main: pl.DataFrame, arm: pl.DataFrame) -> dict[str, tuple[Any, Any]]:
@@ -100,8 +111,13 @@ def _sentence(
     verdicts: list[Verdict],
     mine: dict[tuple[str, str | None], Verdict],
 ) -> str:
-    what = ", ".join(f"{k} {b:g} (main: {a:g})" if isinstance(a, float) else f"{k} {b} (main: {a})"
-                     for k, (a, b) in finding["changed"].items()) or "one changed setting"  # fmt: skip
+    what = (
+        ", ".join(
+            f"{k} {b:g} (main: {a:g})" if isinstance(a, float) else f"{k} {b} (main: {a})"
+            for k, (a, b) in finding["changed"].items()
+        )
+        or "one changed setting"
+    )
     tested = [v for v in verdicts if v.p_value is not None]
     same = [v for v in tested if (m := mine.get((v.claim, v.split))) and m.call == v.call]
     differ = [

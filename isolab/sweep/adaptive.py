@@ -285,10 +285,13 @@ def replay(
         path.append(_path_row(C, grid.arms, decision.arms, cfg))
     spent = trained.group_by(key, "arm", maintain_order=True).agg(pl.col(x).max().alias("_end"))
     stop_at = pl.DataFrame(
-        {"arm": list(stopped), "stopped_at": [v[0] for v in stopped.values()],
-         "reason": [v[1] for v in stopped.values()]},
+        {
+            "arm": list(stopped),
+            "stopped_at": [v[0] for v in stopped.values()],
+            "reason": [v[1] for v in stopped.values()],
+        },
         schema={"arm": pl.String, "stopped_at": pl.Float64, "reason": pl.String},
-    )  # fmt: skip
+    )
     runs = spent.join(stop_at, on="arm", how="left").with_columns(
         spent=pl.min_horizontal("_end", pl.col("stopped_at").fill_null(float("inf")))
     )

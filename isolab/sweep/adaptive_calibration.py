@@ -303,9 +303,14 @@ class Validation:
         worlds = sum(c.worlds for c in cs)
         spent = sum(c.fraction * c.worlds for c in cs) / worlds
         return Calibration(
-            self.rule.text, " and ".join(kinds), self.sweep, worlds,
-            sum(c.kept for c in cs), sum(c.any_stop for c in cs), spent,
-        )  # fmt: skip
+            self.rule.text,
+            " and ".join(kinds),
+            self.sweep,
+            worlds,
+            sum(c.kept for c in cs),
+            sum(c.any_stop for c in cs),
+            spent,
+        )
 
     @property
     def keeps_late_bloomers(self) -> bool:
@@ -320,14 +325,16 @@ class Validation:
         splits = ", ".join(dict.fromkeys(c.sweep.split()[-1] for c in self.calibrations))
         crossing = f"{share_text(CROSSING[0])}–{share_text(CROSSING[1])}"
         null = self.pooled(["null"])
-        return "\n".join([
-            f"rule validated on planted worlds drawn like {self.sweep} (splits {splits}: their "
-            "arms, seeds, checkpoints and seed noise); the best arm at the budget:",
-            f"  constant lead: {self.pooled(['constant lead']).text}",
-            f"  late bloomer (behind the leader until {crossing} of the budget, ahead by one "
-            f"run's SD at it; IsoComputeLaw and spliced into the measured curves): {late.text}",
-            f"  null (all arms equal): some arm stopped, falsely, in {null.any_stop}/{null.worlds}",
-        ])  # fmt: skip
+        return "\n".join(
+            [
+                f"rule validated on planted worlds drawn like {self.sweep} (splits {splits}: their "
+                "arms, seeds, checkpoints and seed noise); the best arm at the budget:",
+                f"  constant lead: {self.pooled(['constant lead']).text}",
+                f"  late bloomer (behind the leader until {crossing} of the budget, ahead by one "
+                f"run's SD at it; IsoComputeLaw and spliced into the measured curves): {late.text}",
+                f"  null (all arms equal): some arm stopped, falsely, in {null.any_stop}/{null.worlds}",
+            ]
+        )
 
 
 def validation(

@@ -247,15 +247,19 @@ def _summary(setting: dict, points: list[GridPoint], scheduler: LiveScheduler) -
         .group_by("arm", maintain_order=True)
         .agg(pl.len().alias("seeds"), pl.col("spent").sum(), pl.col("last").mean())
         .with_columns(
-            pl.col("arm").replace_strict(
+            pl.col("arm")
+            .replace_strict(
                 {a: s.C for a, s in stops.items()}, default=None, return_dtype=pl.Float64
-            ).alias("stopped_at"),
-            pl.col("arm").replace_strict(
+            )
+            .alias("stopped_at"),
+            pl.col("arm")
+            .replace_strict(
                 {a: s.reason for a, s in stops.items()}, default="", return_dtype=pl.String
-            ).alias("reason"),
+            )
+            .alias("reason"),
         )
         .sort("arm")
-    )  # fmt: skip
+    )
     grid = float(sum(p.config.rollouts for p in points))
     at_budget = scheduler.rows_at(scheduler.rungs[-1])
     final = None
@@ -351,8 +355,9 @@ def _run_settings(
         with handlers_kept():  # Ray's SIGTERM and Tune's SIGINT stay behind otherwise
             try:
                 for setting in settings_of(plan):
-                    points = [p for p in plan.points if all(
-                        p.values[a] == v for a, v in setting.items())]  # fmt: skip
+                    points = [
+                        p for p in plan.points if all(p.values[a] == v for a, v in setting.items())
+                    ]
 
                     def judged(C, decision, stopped, setting=setting):
                         if on_rung is not None:

@@ -315,10 +315,13 @@ def tune_replay(
         run, metrics = r.config or {}, r.metrics or {}
         spent.append({"arm": scheduler.arm_of(run[RUN_KEY]), "spent": float(metrics[x])})
     stops = pl.DataFrame(
-        {"arm": list(scheduler.stops), "stopped_at": [s.C for s in scheduler.stops.values()],
-         "reason": [s.reason for s in scheduler.stops.values()]},
+        {
+            "arm": list(scheduler.stops),
+            "stopped_at": [s.C for s in scheduler.stops.values()],
+            "reason": [s.reason for s in scheduler.stops.values()],
+        },
         schema={"arm": pl.String, "stopped_at": pl.Float64, "reason": pl.String},
-    )  # fmt: skip
+    )
     arms = (
         pl.DataFrame(spent)
         .group_by("arm", maintain_order=True)

@@ -119,7 +119,7 @@ def plan_sweep(
                 continue
             changes["B_p"] = B // n
         try:
-            cfg = spec.base.replace(**changes, M=1)
+            cfg = spec.base.with_overrides(**changes, M=1)
         except (ValueError, TypeError) as exc:  # axes that are valid alone but not together
             dropped.append(DroppedPoint(values, str(exc)))
             reasons["config"] = ""

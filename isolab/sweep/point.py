@@ -92,7 +92,7 @@ def _train_point(
         result = train(cfg, tracking_uri=tracking_uri, on_step=on_step, checkpointing=carry_on)
         if paused is not None:
             shutil.rmtree(paused, ignore_errors=True)
-    except Exception as exc:  # noqa: BLE001 - one bad point must not stop the sweep
+    except Exception as exc:  # one bad point must not stop the sweep
         run_id = _latest_run_id(cfg, tracking_uri)
         return RunOutcome(
             cfg.run_key,
@@ -116,7 +116,7 @@ def runs_of(cfg: RunConfig, uri: str, pid: int) -> list:
     """The runs of `cfg` that process `pid` created, newest first (best effort)."""
     try:
         runs = find_runs(cfg.experiment, uri, run_key=cfg.run_key)
-    except Exception:  # noqa: BLE001 - for reports and clean-up only
+    except Exception:  # for reports and clean-up only
         return []
     return [r for r in runs if r.data.tags.get("isolab.pid") == str(pid)]
 

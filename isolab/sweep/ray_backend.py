@@ -95,7 +95,7 @@ def run_ray(
             point = todo[in_flight.pop(ref)]
             try:
                 outcome = ray.get(ref)
-            except Exception as exc:  # noqa: BLE001 - a crashed task is a failed point
+            except Exception as exc:  # a crashed task is a failed point
                 outcome = RunOutcome(
                     point.run_key, point.config.run_name, FAILED, error=f"{exc}"[:500]
                 )

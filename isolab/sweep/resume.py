@@ -97,8 +97,11 @@ def paused_checkpoint(run_key: str, experiment: str, uri: str) -> Path | None:
         if saved is not None and saved[RUN_ID] == run.info.run_id:
             found = keep
         elif run.info.status == SCHEDULED:
-            log.info("run %s of %s was paused by an adaptive sweep that is gone: KILLED",
-                     run.info.run_id, run_key)  # fmt: skip
+            log.info(
+                "run %s of %s was paused by an adaptive sweep that is gone: KILLED",
+                run.info.run_id,
+                run_key,
+            )
             client(uri).set_terminated(run.info.run_id, status=KILLED)
     return found
 

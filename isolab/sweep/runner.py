@@ -277,9 +277,16 @@ def _execute(
             )
         else:
             interrupted = run_ray(
-                todo, uri, spec.metric, workers, spec.resources, address, record, started,
+                todo,
+                uri,
+                spec.metric,
+                workers,
+                spec.resources,
+                address,
+                record,
+                started,
                 STOP_GRACE_S,
-            )  # fmt: skip
+            )
     # its status (KILLED when cut short), real duration, points table and descriptions
     answer = () if interrupted else sweep_answers(spec.name, uri, spec.metric)
     finish_parent(spec.name, parent, uri, interrupted, answer)

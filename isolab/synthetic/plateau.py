@@ -74,9 +74,20 @@ def make_plateau_runs(
                 + seed_sd * rng.standard_normal() * frac
                 + eval_sd * rng.standard_normal(len(C))
             )
-            parts.append(pl.DataFrame({
-                RUN_KEY: key, "split": "easy", "n": n, "B_p": B_p, "seed": s,
-                STEP: np.arange(len(C)), ROLLOUTS: C, metric: np.clip(value, 0.0, 1.0),
-                "eval_problems": 300, "eval_k_samples": 16,
-            }))  # fmt: skip
+            parts.append(
+                pl.DataFrame(
+                    {
+                        RUN_KEY: key,
+                        "split": "easy",
+                        "n": n,
+                        "B_p": B_p,
+                        "seed": s,
+                        STEP: np.arange(len(C)),
+                        ROLLOUTS: C,
+                        metric: np.clip(value, 0.0, 1.0),
+                        "eval_problems": 300,
+                        "eval_k_samples": 16,
+                    }
+                )
+            )
     return pl.concat(parts)

@@ -89,9 +89,12 @@ def run_note(
     if total:
         shares = [
             f"{name} {100 * (_final(metrics, key) or 0.0) / total:.0f}%"
-            for key, name in ((FLOPS_SEARCH, "search"), (FLOPS_LEARNING, "learning"),
-                              (FLOPS_REWARD, "reward"))
-        ]  # fmt: skip
+            for key, name in (
+                (FLOPS_SEARCH, "search"),
+                (FLOPS_LEARNING, "learning"),
+                (FLOPS_REWARD, "reward"),
+            )
+        ]
         ended.append(f"{_num(total)} model FLOPs ({', '.join(shares)})")
     rho = _final(metrics, RHO)
     if rho is not None:

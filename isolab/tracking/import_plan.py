@@ -40,7 +40,7 @@ def plan_import(path: Path, experiment: str | None) -> tuple[list[dict[str, Any]
         history = pl.read_parquet(path / HISTORY_FILE) if (path / HISTORY_FILE).exists() else None
     except ValueError:  # read_snapshot's, naming the file
         raise
-    except Exception as exc:  # noqa: BLE001 - polars raises several kinds on a bad file
+    except Exception as exc:  # polars raises several kinds on a bad file
         raise ValueError(f"{path}: not a readable snapshot ({type(exc).__name__}: {exc})") from None
     try:
         meta = read_snapshot_meta(path)

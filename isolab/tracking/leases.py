@@ -225,5 +225,5 @@ def _end(c: Any, lease_id: str) -> None:
     for step in (lambda: c.set_terminated(lease_id, FINISHED), lambda: c.delete_run(lease_id)):
         try:
             step()
-        except Exception as exc:  # noqa: BLE001 - ending a lease must not mask the real error
+        except Exception as exc:  # ending a lease must not mask the real error
             log.debug("could not end lease %s: %s", lease_id, exc)  # already ended by another

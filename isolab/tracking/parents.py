@@ -215,10 +215,14 @@ def _finish(
     ):
         c.set_terminated(parent, status=FINISHED, end_time=max(ends))
     points = [
-        {"id": r.info.run_id, "name": r.info.run_name, "params": r.data.params,
-         "metrics": r.data.metrics}
+        {
+            "id": r.info.run_id,
+            "name": r.info.run_name,
+            "params": r.data.params,
+            "metrics": r.data.metrics,
+        }
         for r in children
-    ]  # fmt: skip
+    ]
     _log_points(c, parent, points)
     _colour_by_n(c, children)
     key = ensure_view(c, exp_id)

@@ -226,8 +226,7 @@ def _eval_counts(client: Any, run_ids: Sequence[str]) -> pl.DataFrame:
     for column in sorted(rows, key=lambda c: (c != COUNTS, c)):
         schema = {RUN_ID: pl.String, STEP: pl.Int64, column: pl.List(pl.Int64)}
         part = pl.DataFrame(rows[column], schema=schema, orient="row")
-        out = part if out is None else out.join(part, on=[RUN_ID, STEP], how="full",
-                                                coalesce=True)  # fmt: skip
+        out = part if out is None else out.join(part, on=[RUN_ID, STEP], how="full", coalesce=True)
     return out if out is not None else pl.DataFrame(schema={RUN_ID: pl.String, STEP: pl.Int64})
 
 

@@ -118,8 +118,10 @@ def matched_per_split(factor: str = "n") -> Reading:
     """`matched_readings` on `main`'s Easy and Hard splits, side by side."""
 
     def read(data: Data) -> str:
-        parts = [matched.readings(on_split(data["main"], s), Y, factor, prefix=f"{s.capitalize()}, ")[0]
-                 for s in ("easy", "hard")]  # fmt: skip
+        parts = [
+            matched.readings(on_split(data["main"], s), Y, factor, prefix=f"{s.capitalize()}, ")[0]
+            for s in ("easy", "hard")
+        ]
         return "secondary readings (issue 45): " + "; ".join(parts)
 
     return read

@@ -117,8 +117,9 @@ def _crossing_compute(bands: Bands, a: int, b: int, sign: int) -> tuple[float, f
     if sign < 0:
         lo, hi = hi, lo
     first_up = next((i for i in range(len(x)) if lo[i] > 0), None)
-    last_down = max((i for i in range(len(x)) if hi[i] < 0 and (first_up is None or i < first_up)),
-                    default=None)  # fmt: skip
+    last_down = max(
+        (i for i in range(len(x)) if hi[i] < 0 and (first_up is None or i < first_up)), default=None
+    )
     point = math.nan
     for i in range(len(x) - 1):
         if d[i] < 0 <= d[i + 1]:
@@ -157,8 +158,9 @@ def crossing_test(
     sign = 1 if grow[0] <= fall[0] else -1
     p, j, k1, k2 = grow if sign > 0 else fall
     if j < 0:
-        return StatResult.refused("no threshold with both sides measured at two checkpoints",
-                                  runs, test), bands.table  # fmt: skip
+        return StatResult.refused(
+            "no threshold with both sides measured at two checkpoints", runs, test
+        ), bands.table
     early = small_who if sign > 0 else large_who
     late = large_who if sign > 0 else small_who
     if early[j, k1] < 0 or late[j, k2] < 0:  # no side leads the other anywhere: no candidate
@@ -166,10 +168,18 @@ def crossing_test(
             "no candidate crossing: at no checkpoint does an n on one side of a threshold lead "
             "every n on the other with step-down p < 1"
         )
-        return StatResult(estimate=0.0, se=math.nan, df=float(bands.dof), p_value=1.0,
-                          interval=None, mde=math.nan, n_runs=runs, test=test, note=note,
-                          extra={"t_crit": bands.t_crit, "p_grows": p_of[1],
-                                 "p_falls": p_of[-1]}), bands.table  # fmt: skip
+        return StatResult(
+            estimate=0.0,
+            se=math.nan,
+            df=float(bands.dof),
+            p_value=1.0,
+            interval=None,
+            mde=math.nan,
+            n_runs=runs,
+            test=test,
+            note=note,
+            extra={"t_crit": bands.t_crit, "p_grows": p_of[1], "p_falls": p_of[-1]},
+        ), bands.table
     a, b = bands.n[early[j, k1]], bands.n[late[j, k2]]
     lo_n, hi_n = min(a, b), max(a, b)
     C1, C2 = 2.0 ** bands.lc[k1], 2.0 ** bands.lc[k2]
@@ -212,7 +222,7 @@ def crossing_test(
             "t_crit": bands.t_crit,
             "p_grows": p_of[1],
             "p_falls": p_of[-1],
-        },  # fmt: skip
+        },
     ), bands.table
 
 

@@ -44,10 +44,22 @@ def holm_table(verdicts: Sequence[Verdict], alpha: float = ALPHA) -> pl.DataFram
     """One row per verdict of the family (`familywise`): claim, split, the per-claim `call`,
     p-value, Holm-adjusted `p_holm`, and `familywise`: the call the report makes."""
     rows = [
-        {"claim": v.claim, "split": v.split, "call": v.per_claim_call, "p_value": v.p_value,
-         "p_holm": v.holm_p, "familywise": v.call}
+        {
+            "claim": v.claim,
+            "split": v.split,
+            "call": v.per_claim_call,
+            "p_value": v.p_value,
+            "p_holm": v.holm_p,
+            "familywise": v.call,
+        }
         for v in familywise(verdicts, alpha)
-    ]  # fmt: skip
-    schema = {"claim": pl.String, "split": pl.String, "call": pl.String, "p_value": pl.Float64,
-              "p_holm": pl.Float64, "familywise": pl.String}  # fmt: skip
+    ]
+    schema = {
+        "claim": pl.String,
+        "split": pl.String,
+        "call": pl.String,
+        "p_value": pl.Float64,
+        "p_holm": pl.Float64,
+        "familywise": pl.String,
+    }
     return pl.DataFrame(rows, schema=schema)

@@ -62,8 +62,9 @@ def _short(metric: str) -> str:
 
 def _design_terms(rows: pl.DataFrame, factor: str) -> list[str]:
     """`C(col)` for each design column other than `factor` that takes more than one value."""
-    return [f"C({c})" for c in DESIGN if c != factor and c in rows.columns
-            and rows[c].n_unique() > 1]  # fmt: skip
+    return [
+        f"C({c})" for c in DESIGN if c != factor and c in rows.columns and rows[c].n_unique() > 1
+    ]
 
 
 def _result(fit, name: str, runs: int, test: str, note: str = "", **extra) -> StatResult:
@@ -118,8 +119,9 @@ def factor_effect(
     formula = " + ".join(["y ~ x", SHAPE, *inter, *design])
     alone = cluster_ols(f"y ~ {SHAPE}", data, rows[RUN_KEY].to_numpy())
     fit = cluster_ols(formula, data, rows[RUN_KEY].to_numpy())
-    return _result(fit, TERMS[term], runs, test, r2_axis=float(alone.rsquared),
-                   r2=float(fit.rsquared))  # fmt: skip
+    return _result(
+        fit, TERMS[term], runs, test, r2_axis=float(alone.rsquared), r2=float(fit.rsquared)
+    )
 
 
 def _levels(runs: list[np.ndarray], n_levels: int) -> np.ndarray:
@@ -152,9 +154,11 @@ def at_equal_level(
         return StatResult.refused(f"needs columns {', '.join(need)}", test=test)
     rows = df.filter(pl.col(metric).is_finite() & pl.col(level).is_finite())
     keep = [c for c in DESIGN if c in rows.columns]
-    per_run = rows.sort(STEP).group_by(RUN_KEY, maintain_order=True).agg(
-        pl.col(level), pl.col(metric), *[pl.col(c).first() for c in keep if c != RUN_KEY]
-    )  # fmt: skip
+    per_run = (
+        rows.sort(STEP)
+        .group_by(RUN_KEY, maintain_order=True)
+        .agg(pl.col(level), pl.col(metric), *[pl.col(c).first() for c in keep if c != RUN_KEY])
+    )
     curves = [np.asarray(v, float) for v in per_run[level].to_list()]
     grid = _levels(curves, n_levels) if curves else np.array([])
     out = []
@@ -163,16 +167,24 @@ def at_equal_level(
         a_s, w_s = a[order], np.asarray(rec[metric], float)[order]
         inside = grid[(grid >= a_s[0]) & (grid <= a_s[-1])]
         for i, lv in enumerate(inside):
-            out.append({RUN_KEY: rec[RUN_KEY], "lvl": f"{lv:.4f}", "i": i,
-                        "y": float(np.interp(lv, a_s, w_s)),
-                        **{c: rec[c] for c in keep}})  # fmt: skip
+            out.append(
+                {
+                    RUN_KEY: rec[RUN_KEY],
+                    "lvl": f"{lv:.4f}",
+                    "i": i,
+                    "y": float(np.interp(lv, a_s, w_s)),
+                    **{c: rec[c] for c in keep},
+                }
+            )
     table = pl.DataFrame(out) if out else pl.DataFrame()
     runs = table[RUN_KEY].n_unique() if table.height else 0
     if runs < 6 or table[factor].n_unique() < 2:
         return StatResult.refused(
             f"{runs} runs cross the common {_short(level)} levels: needs 6 over 2 values of "
-            f"{factor}", runs, test
-        )  # fmt: skip
+            f"{factor}",
+            runs,
+            test,
+        )
     data = {
         "y": table["y"].to_numpy(),
         "x": np.log2(table[factor].cast(pl.Float64).to_numpy()),
@@ -208,9 +220,11 @@ def readings(
     (`at_equal_level`) of `metric` — or of each of `companions` where `metric` is the level."""
 
     def per(axis: str) -> str:
-        return {"main": f"per doubling of {factor}",
-                "slope": f"per doubling of {factor} per doubling of {axis}",
-                "curvature": f"per doubling of {factor} per (doubling of {axis})²"}[term]  # fmt: skip
+        return {
+            "main": f"per doubling of {factor}",
+            "slope": f"per doubling of {factor} per doubling of {axis}",
+            "curvature": f"per doubling of {factor} per (doubling of {axis})²",
+        }[term]
 
     at_c = factor_effect(df, metric, ROLLOUTS, factor, term)
     at_lr = factor_effect(df, metric, LR_SUM, factor, term)

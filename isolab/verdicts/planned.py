@@ -91,10 +91,21 @@ def _rows(
     g = per_step or B
     key = f"{name}|{split}|n{n}|bp{B_p}|s{seed}"
     return [
-        {RUN_KEY: key, "split": split, "n": n, "B_p": B_p, "B": B, "M": M, "seed": seed,
-         STEP: s, ROLLOUTS: float(s * g), "rollouts": M * g, **grid}
+        {
+            RUN_KEY: key,
+            "split": split,
+            "n": n,
+            "B_p": B_p,
+            "B": B,
+            "M": M,
+            "seed": seed,
+            STEP: s,
+            ROLLOUTS: float(s * g),
+            "rollouts": M * g,
+            **grid,
+        }
         for s in _eval_steps(g, M, at)
-    ]  # fmt: skip
+    ]
 
 
 def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:

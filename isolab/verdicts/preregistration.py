@@ -151,14 +151,21 @@ def _registration(claim: str, entry: dict, shown_as: str) -> Registration:
             f"{where}.test_fixed needs a date (and the commit and files: git log --date=iso -- FILE)."
         )
     return Registration(
-        claim=claim, estimand=str(entry["estimand"]), unit=str(entry["unit"]),
-        expected=str(entry["expected"]), test=str(entry["test"]), gate=str(entry["gate"]),
-        interval=entry["interval"], sweeps=tuple(entry["sweeps"]),
+        claim=claim,
+        estimand=str(entry["estimand"]),
+        unit=str(entry["unit"]),
+        expected=str(entry["expected"]),
+        test=str(entry["test"]),
+        gate=str(entry["gate"]),
+        interval=entry["interval"],
+        sweeps=tuple(entry["sweeps"]),
         test_fixed=parse_date(fixed["date"], f"{where}.test_fixed.date"),
-        test_commit=fixed.get("commit"), test_files=tuple(fixed.get("files") or ()),
-        compares=tuple(entry.get("compares") or ()), caveats=tuple(entry.get("caveats") or ()),
+        test_commit=fixed.get("commit"),
+        test_files=tuple(fixed.get("files") or ()),
+        compares=tuple(entry.get("compares") or ()),
+        caveats=tuple(entry.get("caveats") or ()),
         path=shown_as,
-    )  # fmt: skip
+    )
 
 
 def first_runs(data: Data, sweeps: tuple[str, ...]) -> tuple[datetime | None, datetime | None]:
@@ -179,8 +186,11 @@ def recipe_caveat(data: Data, registration: Registration) -> str | None:
     """`Recipe confound: …` where the splits the claim compares ran different recipes (KL
     coefficient β, entropy coefficient), else None."""
     cols = ["split", *RECIPE_COLUMNS]
-    frames = [data[s].select(cols) for s in registration.sweeps
-              if s in data and set(cols) <= set(data[s].columns)]  # fmt: skip
+    frames = [
+        data[s].select(cols)
+        for s in registration.sweeps
+        if s in data and set(cols) <= set(data[s].columns)
+    ]
     if not frames or len(registration.compares) < 2:
         return None
     knobs = pl.concat(frames).unique().filter(pl.col("split").is_in(registration.compares))
@@ -188,8 +198,10 @@ def recipe_caveat(data: Data, registration: Registration) -> str | None:
         return None
     on = knobs.filter((pl.col("beta") > 0) | (pl.col("entropy_coef") > 0))
     groups = on.group_by(RECIPE_COLUMNS).agg(pl.col("split").unique().sort()).sort(RECIPE_COLUMNS)
-    where_on = "; ".join(f"{' and '.join(r['split'])} (β = {r['beta']:g}, entropy {r['entropy_coef']:g})"
-                         for r in groups.iter_rows(named=True))  # fmt: skip
+    where_on = "; ".join(
+        f"{' and '.join(r['split'])} (β = {r['beta']:g}, entropy {r['entropy_coef']:g})"
+        for r in groups.iter_rows(named=True)
+    )
     off = " and ".join(sorted(set(knobs["split"]) - set(on["split"]))) or "no split"
     return (
         f"Recipe confound: KL and entropy losses are on for {where_on} and off for {off} (the "
@@ -221,9 +233,12 @@ def bind(verdict: Verdict, registration: Registration | None, data: Data) -> Ver
     `revised_after_data` and the caveats (registered, recipe, seeds). A claim without a
     registration says so in a caveat."""
     if registration is None:
-        return replace(verdict, caveats=(
-            f"Not registered: no entry for {verdict.claim} in its study's preregistered.yaml",
-        ))  # fmt: skip
+        return replace(
+            verdict,
+            caveats=(
+                f"Not registered: no entry for {verdict.claim} in its study's preregistered.yaml",
+            ),
+        )
     started, finished = first_runs(data, registration.sweeps)
     fixed = registration.test_fixed
     derived = (recipe_caveat(data, registration), bootstrap_caveat(data, registration))

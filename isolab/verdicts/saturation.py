@@ -196,9 +196,16 @@ def _window(
     gain = float(np.nanmean(own))
     se = math.sqrt(var / seeds)
     q = float(stats.t.ppf(1 - ALPHA, dof)) if dof else float(stats.norm.ppf(1 - ALPHA))
-    return {"start_C": 2.0**start, "end_C": 2.0**end, "doublings": width,
-            "gain_per_doubling": gain, "se": se, "dof": dof, "upper": gain + q * se,
-            "passes": gain + q * se < margin}  # fmt: skip
+    return {
+        "start_C": 2.0**start,
+        "end_C": 2.0**end,
+        "doublings": width,
+        "gain_per_doubling": gain,
+        "se": se,
+        "dof": dof,
+        "upper": gain + q * se,
+        "passes": gain + q * se < margin,
+    }
 
 
 def saturation_point(windows: pl.DataFrame, C_max: float, rule: str = C_SAT_RULE) -> float | None:
@@ -242,17 +249,40 @@ def plateau_gate(
         else pl.DataFrame()
     )
     if not runs.height:
-        return Gate(False, False, None, math.nan, math.nan, math.nan, math.nan, 0, 0, margin,
-                    empty, f"no n = {n}, B_p = {B_p} runs in the long sweep: the saturation "
-                    "gate cannot run")  # fmt: skip
+        return Gate(
+            False,
+            False,
+            None,
+            math.nan,
+            math.nan,
+            math.nan,
+            math.nan,
+            0,
+            0,
+            margin,
+            empty,
+            f"no n = {n}, B_p = {B_p} runs in the long sweep: the saturation gate cannot run",
+        )
     means = checkpoint_means(runs, [metric])
     lcs = sorted(set(means["lc"].to_list()))
     C_max = 2.0 ** lcs[-1]
     seeds = runs[RUN_KEY].n_unique()
     starts = [lc for lc in lcs if lcs[-1] - lc >= WINDOW_DOUBLINGS - 1e-9]
     if not starts:
-        return Gate(False, False, None, C_max, math.nan, math.nan, math.nan, 0, seeds, margin,
-                    empty, f"the long runs span less than {WINDOW_DOUBLINGS} doublings of C")  # fmt: skip
+        return Gate(
+            False,
+            False,
+            None,
+            C_max,
+            math.nan,
+            math.nan,
+            math.nan,
+            0,
+            seeds,
+            margin,
+            empty,
+            f"the long runs span less than {WINDOW_DOUBLINGS} doublings of C",
+        )
     ev = noise_model(final_rows(runs, metric), (metric,)).get(metric)
     eval_sd = ev.eval_sd if ev is not None and math.isfinite(ev.eval_sd) else 0.0
     spans = [(s, lcs[-1]) for s in starts]
@@ -272,8 +302,20 @@ def plateau_gate(
             f"{last['gain_per_doubling']:+.3f} avg@4 per doubling of C {span} (upper "
             f"{1 - ALPHA:.0%} bound {last['upper']:+.3f}, plateau margin {margin})"
         )
-        return Gate(True, False, None, C_max, last["gain_per_doubling"], last["se"],
-                    last["upper"], last["dof"], seeds, margin, windows, reason)  # fmt: skip
+        return Gate(
+            True,
+            False,
+            None,
+            C_max,
+            last["gain_per_doubling"],
+            last["se"],
+            last["upper"],
+            last["dof"],
+            seeds,
+            margin,
+            windows,
+            reason,
+        )
     C_sat = saturation_point(windows, C_max, rule)
     where = (
         f"C_sat = {C_sat:,.0f} (every window from there on, its first doubling included, under "
@@ -285,5 +327,17 @@ def plateau_gate(
         f"n = {n} (B_p = {B_p}) plateaus: {last['gain_per_doubling']:+.3f} avg@4 per doubling "
         f"{span} (upper {1 - ALPHA:.0%} bound {last['upper']:+.3f} < {margin}); {where}"
     )
-    return Gate(True, True, C_sat, C_max, last["gain_per_doubling"], last["se"], last["upper"],
-                last["dof"], seeds, margin, windows, reason)  # fmt: skip
+    return Gate(
+        True,
+        True,
+        C_sat,
+        C_max,
+        last["gain_per_doubling"],
+        last["se"],
+        last["upper"],
+        last["dof"],
+        seeds,
+        margin,
+        windows,
+        reason,
+    )

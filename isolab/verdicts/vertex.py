@@ -331,7 +331,7 @@ def vertex_shift(
             "last_log2_n_star": float(verts[-1]),
             "se_delta": se_delta,
             "se_bootstrap": se_boot,
-        },  # fmt: skip
+        },
     ), table
 
 

@@ -69,11 +69,17 @@ from isolab.models.tiny import REWARD_MODEL_PRESETS
 # Loading, scoring and training import torch: loaded on first use, so that planning a run's
 # reward FLOPs (configs) and reading results never import it.
 _LAZY = {
-    "hub": ("HUB_PRM_SYSTEM", "HUB_STEP_TOKEN", "hub_prm_texts", "load", "score_hub_outcome",
-            "score_hub_steps"),
+    "hub": (
+        "HUB_PRM_SYSTEM",
+        "HUB_STEP_TOKEN",
+        "hub_prm_texts",
+        "load",
+        "score_hub_outcome",
+        "score_hub_steps",
+    ),
     "presets": ("build", "build_info", "evaluate"),
     "scoring": ("AGGREGATIONS", "aggregate", "encode", "score_steps"),
-}  # fmt: skip
+}
 
 
 def __getattr__(name: str):

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -115,6 +116,15 @@ class _Layout:
     noise_weights: np.ndarray  # Σ_j P_jj / S_j over the window's configurations
 
 
+class _Config(NamedTuple):
+    """One configuration's runs, each sharing the same checkpoints."""
+
+    A: np.ndarray  #: avg@4, runs × checkpoints
+    W: np.ndarray  #: the metric under test, runs × checkpoints
+    lc: np.ndarray  #: the checkpoints, log2 C rounded to a quarter
+    row: dict  #: the configuration's first row (its `n`, `B_p`)
+
+
 def _mapping(A: np.ndarray, W: np.ndarray, lc: np.ndarray) -> np.ndarray:
     """The mapping W = F̂(A) (polynomial coefficients, highest first) through the checkpoint
     means, each corrected for the spread of avg@4 across configurations at its checkpoint: the
@@ -163,17 +173,17 @@ def _kappa(
 
 
 def _n_moves_avg(
-    groups: list, in_window: list[bool], window: list[float], has_bp: bool
+    groups: list[_Config], in_window: list[bool], window: list[float], has_bp: bool
 ) -> tuple[float, float]:
     """F-test of log2 n and (log2 n)² on each configuration's seed-mean avg@4 averaged over the
     window (net of log2 B_p): one number per configuration, so that a run's noise, which
     persists from checkpoint to checkpoint, is counted once."""
     y, x, z = [], [], []
-    for (a, _, lc_j, row), ok in zip(groups, in_window, strict=True):
+    for g, ok in zip(groups, in_window, strict=True):
         if ok:
-            y.append(float(a.mean(axis=0)[np.isin(lc_j, window)].mean()))
-            x.append(math.log2(row["n"]))
-            z.append(math.log2(row["B_p"]) if has_bp else 0.0)
+            y.append(float(g.A.mean(axis=0)[np.isin(g.lc, window)].mean()))
+            x.append(math.log2(g.row["n"]))
+            z.append(math.log2(g.row["B_p"]) if has_bp else 0.0)
     y_, x_ = np.array(y), np.array(x) - np.mean(x)
     base = np.column_stack([np.ones_like(y_), np.array(z)]) if has_bp else np.ones((len(y), 1))
     full = np.column_stack([base, x_, x_**2])
@@ -220,7 +230,7 @@ def mechanism_ratio(
     )
     # one array (runs × checkpoints) per configuration; configurations in the window only
     # where present at all its checkpoints, and only with runs that share their checkpoints
-    groups = []
+    groups: list[_Config] = []
     for _, part in rows.sort(RUN_KEY, "lc").group_by("cfg", maintain_order=True):
         per_run = part.group_by(RUN_KEY, maintain_order=True).agg("lc", EVAL_AVG, metric)
         shapes = {tuple(v) for v in per_run["lc"].to_list()}
@@ -229,8 +239,8 @@ def mechanism_ratio(
         lc_j = np.array(next(iter(shapes)))
         A = np.array(per_run[EVAL_AVG].to_list(), float)
         W = np.array(per_run[metric].to_list(), float)
-        groups.append((A, W, lc_j, part.row(0, named=True)))
-    in_window = [set(window) <= set(g[2].tolist()) for g in groups]
+        groups.append(_Config(A, W, lc_j, part.row(0, named=True)))
+    in_window = [set(window) <= set(g.lc.tolist()) for g in groups]
     if len(window) < 3 or sum(in_window) < 4:
         return StatResult.refused(
             "fewer than 3 checkpoints, or 4 configurations, in the window", runs_total, test
@@ -238,27 +248,27 @@ def mechanism_ratio(
     win_rows, win_lc, win_x, win_z, offset = [], [], [], [], 0
     for g, ok in zip(groups, in_window, strict=True):
         if ok:
-            win_rows += [offset + int(np.where(g[2] == w)[0][0]) for w in window]
+            win_rows += [offset + int(np.where(g.lc == w)[0][0]) for w in window]
             win_lc += window
-            win_x += [math.log2(g[3]["n"])] * len(window)
-            win_z += [math.log2(g[3]["B_p"])] * len(window) if has_bp else []
-        offset += len(g[2])
+            win_x += [math.log2(g.row["n"])] * len(window)
+            win_z += [math.log2(g.row["B_p"])] * len(window) if has_bp else []
+        offset += len(g.lc)
     P = _n_projection(np.array(win_lc), np.array(win_x), np.array(win_z) if has_bp else None)
     ids = [i for i, ok in enumerate(in_window) if ok]
     L = len(window)
     weights = sum(
-        P[k * L : (k + 1) * L, k * L : (k + 1) * L] / groups[g][0].shape[0]
+        P[k * L : (k + 1) * L, k * L : (k + 1) * L] / groups[g].A.shape[0]
         for k, g in enumerate(ids)
     )
     lay = _Layout(
         P=P,
         groups=ids,
-        pos=[np.array([int(np.where(groups[g][2] == w)[0][0]) for w in window]) for g in ids],
-        lc=np.concatenate([g[2] for g in groups]),
+        pos=[np.array([int(np.where(groups[g].lc == w)[0][0]) for w in window]) for g in ids],
+        lc=np.concatenate([g.lc for g in groups]),
         idx=np.array(win_rows),
         noise_weights=np.asarray(weights),
     )
-    runs = sum(g[0].shape[0] for g in groups)
+    runs = sum(g.A.shape[0] for g in groups)
     F, p_F = _n_moves_avg(groups, in_window, window, has_bp)
     if not (p_F < ALPHA and F >= MIN_F):
         return StatResult.refused(
@@ -267,18 +277,18 @@ def mechanism_ratio(
             runs,
             test,
         )
-    kappa, along_c, along_n = _kappa(lay, [g[0] for g in groups], [g[1] for g in groups])
+    kappa, along_c, along_n = _kappa(lay, [g.A for g in groups], [g.W for g in groups])
     rng = np.random.default_rng(seed)
-    picks = [rng.integers(0, g[0].shape[0], (n_boot, g[0].shape[0])) for g in groups]
+    picks = [rng.integers(0, g.A.shape[0], (n_boot, g.A.shape[0])) for g in groups]
     boot = [
         _kappa(
             lay,
-            [g[0][pk[b]] for g, pk in zip(groups, picks, strict=True)],
-            [g[1][pk[b]] for g, pk in zip(groups, picks, strict=True)],
+            [g.A[pk[b]] for g, pk in zip(groups, picks, strict=True)],
+            [g.W[pk[b]] for g, pk in zip(groups, picks, strict=True)],
         )[0]
         for b in range(n_boot)
     ]
-    seeds = [g[0].shape[0] for g in groups]
+    seeds = [g.A.shape[0] for g in groups]
     # κ contrasts the configurations in the window; its t reference takes their number less
     # one, not Σ(seeds − 1): a weighted contrast of few configurations has fewer effective df
     # than the seeds that resolve it (on the planned design, Σ(seeds − 1) = 24 gave 5.0% false
@@ -334,13 +344,19 @@ def matched_mechanism(df: pl.DataFrame, metric: str, level: str = EVAL_AVG) -> S
         bias = LEVEL_BIAS.get(metric, 0.0)
         shrunk = math.copysign(max(abs(raw.estimate) - bias, 0.0), raw.estimate)
         lo, hi = raw.interval if raw.interval is not None else (math.nan, math.nan)
-        said = (f"raw {raw.estimate:+.4f} ({1 - ALPHA:.0%} CI [{lo:+.4f}, {hi:+.4f}]) shrunk by "
-                f"the test's bias bound ±{bias}")  # fmt: skip
+        said = (
+            f"raw {raw.estimate:+.4f} ({1 - ALPHA:.0%} CI [{lo:+.4f}, {hi:+.4f}]) shrunk by "
+            f"the test's bias bound ±{bias}"
+        )
         return StatResult.from_t(
-            shrunk, raw.se, raw.df, n_runs=raw.n_runs,
+            shrunk,
+            raw.se,
+            raw.df,
+            n_runs=raw.n_runs,
             test=f"{raw.test}; the estimate shrunk towards 0 by ±{bias} (`LEVEL_BIAS`)",
-            note=f"{said}; {why}", extra={"raw": raw.estimate, "bias_bound": bias},
-        )  # fmt: skip
+            note=f"{said}; {why}",
+            extra={"raw": raw.estimate, "bias_bound": bias},
+        )
     result = raw
     if not result.ran:
         return replace(result, note="; ".join(x for x in (result.note, why) if x))
@@ -351,7 +367,8 @@ def matched_mechanism(df: pl.DataFrame, metric: str, level: str = EVAL_AVG) -> S
         "not a call"
     )
     return replace(
-        StatResult.refused(f"untested: {why}; secondary reading: {reading}", result.n_runs,
-                           result.test),
+        StatResult.refused(
+            f"untested: {why}; secondary reading: {reading}", result.n_runs, result.test
+        ),
         extra={"at_equal_level": result.estimate, "interval": result.interval},
-    )  # fmt: skip
+    )

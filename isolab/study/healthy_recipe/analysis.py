@@ -69,14 +69,19 @@ def healthy_recipe(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
     if any(old.values()):
         rep.summary.append(
             "These runs are on the old testbed ("
-            + "; ".join(f"{s}: {why.removeprefix('untested (old testbed: ').rstrip(')')}"
-                        for s, why in old.items() if why)
+            + "; ".join(
+                f"{s}: {why.removeprefix('untested (old testbed: ').rstrip(')')}"
+                for s, why in old.items()
+                if why
+            )
             + "): their claims are untested until re-run on the new one."
-            + (" η ∝ sqrt(B) is tested on the new testbed's (B, lr) grid (`lr-grid`) instead."
-               if "lr-grid" in data else
-               f" The re-test of η ∝ sqrt(B) is pre-registered as a (B, lr) grid "
-               f"({lr_exponent.SPEC}): the exponent of the best lr in B against 0, 0.5 and 1.")
-        )  # fmt: skip
+            + (
+                " η ∝ sqrt(B) is tested on the new testbed's (B, lr) grid (`lr-grid`) instead."
+                if "lr-grid" in data
+                else f" The re-test of η ∝ sqrt(B) is pre-registered as a (B, lr) grid "
+                f"({lr_exponent.SPEC}): the exponent of the best lr in B against 0, 0.5 and 1."
+            )
+        )
     rep.add_verdicts(claims.evaluate("healthy-recipe", data))
     return rep
 

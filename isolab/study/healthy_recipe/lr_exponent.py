@@ -105,9 +105,13 @@ def _fit(
 
 
 def _optima(
-    beta: np.ndarray, cov: np.ndarray, dof: float, batches: list[int], centre: dict[int, float],
+    beta: np.ndarray,
+    cov: np.ndarray,
+    dof: float,
+    batches: list[int],
+    centre: dict[int, float],
     rows: pl.DataFrame,
-) -> tuple[list[BatchOptimum], list[np.ndarray]]:  # fmt: skip
+) -> tuple[list[BatchOptimum], list[np.ndarray]]:
     """Each batch's vertex with its gradient in the coefficients, and whether it counts."""
     out, grads = [], []
     u = np.log2(rows["lr"].to_numpy().astype(float))
@@ -141,9 +145,12 @@ def _argmax_exponent(rows: pl.DataFrame, metric: str) -> float:
     """The slope on log2 B of log2 of each batch's best lr on the grid (seed means): the reading
     a design too noisy or too narrow to locate an optimum still gives, without an interval."""
     best = (
-        rows.group_by("B", "lr").agg(pl.col(metric).mean())
-        .sort(metric, descending=True).group_by("B", maintain_order=True).head(1)
-    )  # fmt: skip
+        rows.group_by("B", "lr")
+        .agg(pl.col(metric).mean())
+        .sort(metric, descending=True)
+        .group_by("B", maintain_order=True)
+        .head(1)
+    )
     if best.height < 2:
         return math.nan
     x = np.log2(best["B"].to_numpy().astype(float))
@@ -173,14 +180,16 @@ def best_lr_exponent(
         return StatResult.refused(
             "needs ≥ 2 batches with ≥ 3 learning rates each (a grid of (B, lr) runs): "
             + ", ".join(f"B = {b}: {k} lr" for b, k in sorted(lrs.rows())),
-            runs, test,
-        )  # fmt: skip
+            runs,
+            test,
+        )
     beta, cov, dof, batches, centre = _fit(rows, metric, noise_sd)
     if not dof > 0:
         return StatResult.refused(
             f"{runs} runs for {len(beta)} parameters and no seed replicates: give the noise SD",
-            runs, test,
-        )  # fmt: skip
+            runs,
+            test,
+        )
     optima, grads = _optima(beta, cov, dof, batches, centre, rows)
     argmax = _argmax_exponent(rows, metric)
     extra = {"argmax_exponent": argmax, "optima": [asdict(o) for o in optima]}
@@ -191,12 +200,18 @@ def best_lr_exponent(
     )
     if len(located) < 2:
         return StatResult(
-            estimate=math.nan, se=math.nan, df=dof, p_value=None, interval=None, mde=math.nan,
-            n_runs=runs, test=test,
+            estimate=math.nan,
+            se=math.nan,
+            df=dof,
+            p_value=None,
+            interval=None,
+            mde=math.nan,
+            n_runs=runs,
+            test=test,
             note=f"untested: the best lr is located at {len(located)} of {len(optima)} batches "
             f"({where}); the grid's own best lr per B gives e ≈ {argmax:.2f}, with no interval",
             extra=extra,
-        )  # fmt: skip
+        )
     x = np.log2(np.array([optima[i].B for i in located], float))
     a = (x - x.mean()) / np.sum((x - x.mean()) ** 2)  # the slope as a combination of vertices
     e = float(sum(w * optima[i].vertex for w, i in zip(a, located, strict=True)))
@@ -216,12 +231,19 @@ def _equivalence(
     p_beyond = float(ref.sf((abs(d) - MARGIN) / se))
     q = float(ref.ppf(1 - ALPHA / 2))
     rules = {f"p_{name}": float(2 * ref.sf(abs(e - r) / se)) for name, r in RULES.items()}
-    versus = ", ".join(f"e = {r:g} ({name}) p = {rules[f'p_{name}']:.2g}"
-                       for name, r in RULES.items())  # fmt: skip
+    versus = ", ".join(
+        f"e = {r:g} ({name}) p = {rules[f'p_{name}']:.2g}" for name, r in RULES.items()
+    )
     return StatResult(
-        estimate=e, se=se, df=dof, p_value=p_tost, interval=(e - q * se, e + q * se),
-        mde=min_detectable(se, dof), n_runs=runs, test=test,
+        estimate=e,
+        se=se,
+        df=dof,
+        p_value=p_tost,
+        interval=(e - q * se, e + q * se),
+        mde=min_detectable(se, dof),
+        n_runs=runs,
+        test=test,
         note=f"exponent of the best lr in B: {e:.2f} ({1 - ALPHA:.0%} CI [{e - q * se:.2f}, "
         f"{e + q * se:.2f}]); {versus}; {where}",
         extra=extra | rules | {"p_beyond": p_beyond, "margin": MARGIN},
-    )  # fmt: skip
+    )

@@ -36,8 +36,16 @@ def planned_design() -> pl.DataFrame:
 
     spec = SweepSpec.from_yaml(bundle_dir() / SPEC)
     plan = plan_sweep(spec, split_sizes(spec))
-    rows = [{RUN_KEY: p.run_key, "B": p.config.B, "lr": p.config.lr, "seed": p.config.seed,
-             STEP: p.config.M} for p in plan.points]  # fmt: skip
+    rows = [
+        {
+            RUN_KEY: p.run_key,
+            "B": p.config.B,
+            "lr": p.config.lr,
+            "seed": p.config.seed,
+            STEP: p.config.M,
+        }
+        for p in plan.points
+    ]
     return pl.DataFrame(rows)
 
 
@@ -56,8 +64,12 @@ def study_world(
     seeds = d["seed"].to_numpy()
     share = 1 / 6
     level = {s: rng.normal(0, NOISE_SD * math.sqrt(share)) for s in np.unique(seeds)}
-    y = (0.45 - CURVATURE * (u - star) ** 2 + np.array([level[s] for s in seeds])
-         + rng.normal(0, NOISE_SD * math.sqrt(1 - share), d.height))  # fmt: skip
+    y = (
+        0.45
+        - CURVATURE * (u - star) ** 2
+        + np.array([level[s] for s in seeds])
+        + rng.normal(0, NOISE_SD * math.sqrt(1 - share), d.height)
+    )
     return {"lr-grid": d.with_columns(pl.Series(EVAL_AVG, y), split=pl.lit("easy"))}
 
 

@@ -50,14 +50,15 @@ def _sets(data: dict[str, pl.DataFrame]) -> list[tuple[str, pl.DataFrame, str]]:
     """(label, runs, counts column) of every reading: validation per split of `main`,
     and the seen training problems of `seen` where it has them."""
     main = data["main"]
-    out = [(f"{s}, validation", main.filter(pl.col("split") == s), counts_column())
-           for s in splits_of(main)]  # fmt: skip
+    out = [
+        (f"{s}, validation", main.filter(pl.col("split") == s), counts_column())
+        for s in splits_of(main)
+    ]
     seen = data.get(SEEN)
     column = counts_column(SEEN)
     if seen is not None and column in seen.columns and seen[column].null_count() < seen.height:
         for s in splits_of(seen):
-            out.append((f"{s}, seen training problems", seen.filter(pl.col("split") == s),
-                        column))  # fmt: skip
+            out.append((f"{s}, seen training problems", seen.filter(pl.col("split") == s), column))
     return out
 
 
@@ -79,8 +80,9 @@ def interference(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
         runs = itf.per_run(iv, start)
         shown = _widest_bp(iv)
         figures.plot_forgetting(shown, ax_f[i])
-        ax_f[i].set_title(f"{name} (B_p = {shown['B_p'][0]})" if "B_p" in iv.columns else name,
-                          fontsize="small")  # fmt: skip
+        ax_f[i].set_title(
+            f"{name} (B_p = {shown['B_p'][0]})" if "B_p" in iv.columns else name, fontsize="small"
+        )
         figures.plot_excess_vs_gain(runs, ax_g[i])
         ax_g[i].set_title(f"{name}: intervals from C = {start:,.0f}", fontsize="small")
         by_n = (
@@ -88,7 +90,7 @@ def interference(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
             .agg(
                 pl.col("forgetting", "expected", "excess", "gain", "level").mean(),
                 pl.len().alias("runs"),
-            )  # fmt: skip
+            )
             .sort("n")
         )
         rep.tables[f"forgetting_{key}"] = by_n
@@ -119,9 +121,11 @@ def interference(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
         ax.set_axis_off()
     for ax, problem in zip(ax_p, problems, strict=False):
         figures.plot_problem_curves(rates, ax, int(problem))
-    fig_p.suptitle(f"{first}: the {len(problems)} validation problems that move most, solve "
-                   "rate (seed mean) against compute; colour n (yellow: large)",
-                   fontsize="small")  # fmt: skip
+    fig_p.suptitle(
+        f"{first}: the {len(problems)} validation problems that move most, solve "
+        "rate (seed mean) against compute; colour n (yellow: large)",
+        fontsize="small",
+    )
     rep.figures["problems"] = plots.tidy(fig_p)
     rep.add_verdicts(claims.evaluate("interference", data))
     return rep

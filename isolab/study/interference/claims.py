@@ -53,8 +53,10 @@ def _forgetting_matched(split: str, sweep: str = "main", counts: str = COUNTS) -
     def read(data: Data) -> str:
         df = with_lr_sum(on_split(data[sweep], split))
         iv = forgetting.intervals(df, counts) if counts in df.columns else pl.DataFrame()
-        head = ("secondary readings (issue 45): at equal avg@4: the test itself compares runs at "
-                "equal mean gain and level")  # fmt: skip
+        head = (
+            "secondary readings (issue 45): at equal avg@4: the test itself compares runs at "
+            "equal mean gain and level"
+        )
         if not iv.height or LR_SUM not in df.columns:
             return head
         ends = df.select(RUN_KEY, pl.col(X).cast(pl.Float64).alias("C_to"), STEP, LR_SUM, X)

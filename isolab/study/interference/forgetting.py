@@ -271,8 +271,9 @@ def forgetting_trends(
         return [StatResult.refused(why, test=test) for _ in adjusts]
     iv = intervals(df, counts, alpha)
     if iv.height == 0:
-        return [StatResult.refused("no run has two evaluations with counts", test=test)
-                for _ in adjusts]  # fmt: skip
+        return [
+            StatResult.refused("no run has two evaluations with counts", test=test) for _ in adjusts
+        ]
     start = common_start(iv)
     runs = per_run(iv, start)
     return [_slope(runs, start, test, adjust) for adjust in adjusts]

@@ -187,7 +187,7 @@ STRUCTURED_NULLS: dict[str, StructuredNull] = {
                 ("interference.less_forgetting_seen",),
                 {"sweep": "seen", "counts": SEEN_COUNTS},
             ),
-        )  # fmt: skip
+        )
         for name, kind, describe in (
             (
                 "no-falls-levels",

@@ -33,19 +33,23 @@ def mixtures(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
         plots.plot_optima(rows, axes[0], y=Y)
         axes[0].set_title(f"{Y} at the budget: Easy, Hard and their mix", fontsize="small")
         axes[1].set_xscale("log")
-        plots.plot_curves(summaries.curves(mix, ["n"], ROLLOUTS, Y), axes[1], x=ROLLOUTS, y=Y,
-                          by="n")  # fmt: skip
+        plots.plot_curves(
+            summaries.curves(mix, ["n"], ROLLOUTS, Y), axes[1], x=ROLLOUTS, y=Y, by="n"
+        )
         axes[1].set_title("the mix against compute", fontsize="small")
         means = {s: r.group_by("n").agg(pl.col(Y).mean()) for s, r in rows.items() if r.height}
-        rep.tables["mix_by_n"] = pl.concat(
-            [m.with_columns(pl.lit(s).alias("split")) for s, m in means.items()]
-        ).pivot("split", index="n", values=Y).sort("n")  # fmt: skip
+        rep.tables["mix_by_n"] = (
+            pl.concat([m.with_columns(pl.lit(s).alias("split")) for s, m in means.items()])
+            .pivot("split", index="n", values=Y)
+            .sort("n")
+        )
         best = {s: int(m.sort(Y, descending=True)["n"][0]) for s, m in means.items()}
         rep.findings["best_n_seed_mean"] = best
         rep.summary.append(
             f"At the budget ({Y}{_bp(rows['mix'])}), the best seed mean is at "
-            + "; ".join(f"n = {n} on {s}" for s, n in best.items()) + "."
-        )  # fmt: skip
+            + "; ".join(f"n = {n} on {s}" for s, n in best.items())
+            + "."
+        )
     else:
         for ax in axes:
             plots.empty_panel(ax, "no mix sweep: run studies/nstar/<scale>/mix.yaml")
@@ -58,9 +62,10 @@ def mixtures(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
         metrics = [m for m in (best_k, avg_k) if m is not None]
         final = final_rows(never, tuple(metrics))
         table = (
-            final.group_by("n").agg(*[pl.col(m).mean() for m in metrics], pl.len().alias("runs"))
+            final.group_by("n")
+            .agg(*[pl.col(m).mean() for m in metrics], pl.len().alias("runs"))
             .sort("n")
-        )  # fmt: skip
+        )
         base = never.filter(pl.col(STEP) == 0)
         start = {m: float(np.mean(base[m].to_numpy())) for m in metrics if base.height}
         rep.tables["never_by_n"] = table
@@ -69,12 +74,12 @@ def mixtures(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
         rep.findings["never_coverage"] = _coverage(never, best_k)
         per_metric = pl.concat(
             [
-                final.group_by("n").agg(
-                    pl.col(m).mean().alias("final"), pl.col(m).std().alias("final_std")
-                ).with_columns(pl.lit(m).alias("metric"))
+                final.group_by("n")
+                .agg(pl.col(m).mean().alias("final"), pl.col(m).std().alias("final_std"))
+                .with_columns(pl.lit(m).alias("metric"))
                 for m in metrics
             ]
-        )  # fmt: skip
+        )
         plots.plot_final(per_metric, axes[0], x="n", by="metric", y_label="at the budget")
         for i, m in enumerate(metrics):
             if m in start:
@@ -82,8 +87,9 @@ def mixtures(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
         axes[0].set_xscale("log", base=2)
         axes[0].set_title(f"{NEVER}: at the budget (dotted: the base, step 0)", fontsize="small")
         axes[1].set_xscale("log")
-        plots.plot_curves(summaries.curves(never, ["n"], ROLLOUTS, best_k), axes[1], x=ROLLOUTS,
-                          y=best_k, by="n")  # fmt: skip
+        plots.plot_curves(
+            summaries.curves(never, ["n"], ROLLOUTS, best_k), axes[1], x=ROLLOUTS, y=best_k, by="n"
+        )
         axes[1].set_title(f"{NEVER}: {best_k} against compute", fontsize="small")
         rep.summary.append(
             f"On {NEVER}, at the budget: "
@@ -109,9 +115,11 @@ def _coverage(never: pl.DataFrame, best_k: str) -> dict:
     and the secondary reading the runs support (a larger n keeps coverage at equal compute:
     the slope of the last best@k on log2 n)."""
     curves = seed_mean_curves(never, best_k)
-    per_n = curves.group_by("n").agg(
-        pl.col(best_k).max().alias("peak"), pl.col(best_k).last().alias("last")
-    ).sort("n")  # fmt: skip
+    per_n = (
+        curves.group_by("n")
+        .agg(pl.col(best_k).max().alias("peak"), pl.col(best_k).last().alias("last"))
+        .sort("n")
+    )
     common, equal = at_common_lr_sum(curves, best_k)
     keeps = coverage_keeps(never)
     return {
@@ -119,10 +127,11 @@ def _coverage(never: pl.DataFrame, best_k: str) -> dict:
         "lr_sum_common": common,
         "at_common_lr_sum": {str(n): v for n, v in equal.items()},
         "keeps_at_equal_compute": {
-            "slope_per_doubling": keeps.estimate, "interval": keeps.interval,
+            "slope_per_doubling": keeps.estimate,
+            "interval": keeps.interval,
             "p_value": keeps.p_value,
         },
-    }  # fmt: skip
+    }
 
 
 def _bp(rows: pl.DataFrame) -> str:

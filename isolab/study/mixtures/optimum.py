@@ -73,14 +73,30 @@ def split_vertex(rows: pl.DataFrame, split: str, metric: str = EVAL_AVG) -> Vert
     nan = math.nan
     if rows.height == 0 or rows["n"].n_unique() < 4:
         ns = rows["n"].n_unique() if rows.height else 0
-        return Vertex(split, nan, nan, nan, nan, 0, rows.height,
-                      f"{split}: {rows.height} runs over {ns} values of n (a vertex needs 4)")  # fmt: skip
+        return Vertex(
+            split,
+            nan,
+            nan,
+            nan,
+            nan,
+            0,
+            rows.height,
+            f"{split}: {rows.height} runs over {ns} values of n (a vertex needs 4)",
+        )
     X, centre, x = quadratic_design(rows)
     y = rows[metric].to_numpy().astype(float)
     dof = rows.height - int(np.linalg.matrix_rank(X))
     if dof < 2:
-        return Vertex(split, nan, nan, nan, nan, dof, rows.height,
-                      f"{split}: {rows.height} runs, too few for a quadratic")  # fmt: skip
+        return Vertex(
+            split,
+            nan,
+            nan,
+            nan,
+            nan,
+            dof,
+            rows.height,
+            f"{split}: {rows.height} runs, too few for a quadratic",
+        )
     XtX_inv = np.linalg.pinv(X.T @ X)
     beta = XtX_inv @ X.T @ y
     e = y - X @ beta
@@ -123,14 +139,21 @@ def between(main: pl.DataFrame, mix: pl.DataFrame, metric: str = EVAL_AVG) -> St
     fits = {s: split_vertex(rows[s], s, metric) for s in (*COMPONENTS, MIX)}
     runs = sum(f.runs for f in fits.values())
     why = [f.why for f in fits.values() if f.why]
-    located = ", ".join(f"{s} n* ≈ {2**f.log2_n:.3g}" for s, f in fits.items()
-                        if math.isfinite(f.log2_n) and abs(f.log2_n) < 60)  # fmt: skip
+    located = ", ".join(
+        f"{s} n* ≈ {2**f.log2_n:.3g}"
+        for s, f in fits.items()
+        if math.isfinite(f.log2_n) and abs(f.log2_n) < 60
+    )
     if why:
         return StatResult.refused(
-            "all three optima must be interior: " + "; ".join(why)
-            + (f" ({located})" if located else "") + "; " + slopes_reading(rows, metric),
-            runs, test,
-        )  # fmt: skip
+            "all three optima must be interior: "
+            + "; ".join(why)
+            + (f" ({located})" if located else "")
+            + "; "
+            + slopes_reading(rows, metric),
+            runs,
+            test,
+        )
     easy, hard, m = fits["easy"], fits["hard"], fits[MIX]
     lower, upper = (easy, hard) if easy.log2_n <= hard.log2_n else (hard, easy)
     sides = [
@@ -146,9 +169,14 @@ def between(main: pl.DataFrame, mix: pl.DataFrame, metric: str = EVAL_AVG) -> St
         f"(p = {gap_p:.2g}{'' if gap_p < ALPHA else ': not separated, so no mix can be shown between them'})"
     )
     return StatResult.from_t(
-        margin, se, float(dof), n_runs=runs, test=f"{test} ({dof} df)", note=note,
+        margin,
+        se,
+        float(dof),
+        n_runs=runs,
+        test=f"{test} ({dof} df)",
+        note=note,
         extra={"log2_n_star": {s: f.log2_n for s, f in fits.items()}, "gap": gap},
-    )  # fmt: skip
+    )
 
 
 def slopes_reading(rows: dict[str, pl.DataFrame], metric: str) -> str:
@@ -175,8 +203,9 @@ def slope(rows: pl.DataFrame, metric: str) -> StatResult:
     """The slope of `metric` on log2 n with a level per seed (one row per run), HC3 errors."""
     test = f"OLS of each run's last {metric} on log2 n + a level per seed, HC3 errors"
     if rows.height == 0 or rows["n"].n_unique() < 2:
-        return StatResult.refused(f"{rows.height} runs: a slope needs 2 values of n", rows.height,
-                                  test)  # fmt: skip
+        return StatResult.refused(
+            f"{rows.height} runs: a slope needs 2 values of n", rows.height, test
+        )
     x = np.log2(rows["n"].to_numpy().astype(float))
     cols = [np.ones(len(x)), x - x.mean()]
     if "seed" in rows.columns and rows["seed"].n_unique() > 1:
@@ -185,14 +214,22 @@ def slope(rows: pl.DataFrame, metric: str) -> StatResult:
     beta, cov, dof = hc3_arrays(np.column_stack(cols), rows[metric].to_numpy().astype(float))
     if dof < 1:
         return StatResult.refused(f"{rows.height} runs: no residual df", rows.height, test)
-    return StatResult.from_t(float(beta[1]), math.sqrt(cov[1, 1]), float(dof),
-                             n_runs=rows.height, test=f"{test} ({dof} df)")  # fmt: skip
+    return StatResult.from_t(
+        float(beta[1]),
+        math.sqrt(cov[1, 1]),
+        float(dof),
+        n_runs=rows.height,
+        test=f"{test} ({dof} df)",
+    )
 
 
 def coverage_metric(df: pl.DataFrame, stat: str = "best") -> str | None:
     """The `eval/<stat>@k` column of the largest k in `df` (best@16 where it was evaluated)."""
-    ks = [int(c.rsplit("@", 1)[1]) for c in df.columns
-          if c.startswith(f"{EVAL_PREFIX}{stat}@") and c.rsplit("@", 1)[1].isdigit()]  # fmt: skip
+    ks = [
+        int(c.rsplit("@", 1)[1])
+        for c in df.columns
+        if c.startswith(f"{EVAL_PREFIX}{stat}@") and c.rsplit("@", 1)[1].isdigit()
+    ]
     return f"{EVAL_PREFIX}{stat}@{max(ks)}" if ks else None
 
 
@@ -267,20 +304,30 @@ def coverage_expansion(df: pl.DataFrame) -> StatResult:
     peaks = ", ".join(f"{v:.3f}" for v in peak[best])
     ns = "/".join(str(n) for n in peak["n"])
     last = curves.group_by("n").agg(pl.col(best).last()).sort("n")
-    falls = [f"n = {n}: {p:.3f} → {v:.3f}"
-             for n, p, v in zip(peak["n"], peak[best], last[best], strict=True)
-             if n != top["n"][0] and v < p]  # fmt: skip
+    falls = [
+        f"n = {n}: {p:.3f} → {v:.3f}"
+        for n, p, v in zip(peak["n"], peak[best], last[best], strict=True)
+        if n != top["n"][0] and v < p
+    ]
     reason = (
         f"untested: every n peaks near {best} {as_float(peak[best].mean()):.2f} (seed-mean peaks "
         f"{peaks} for n = {ns}; each run's highest {best} moves {_pm(r)} per doubling of n), and "
         f"n = {int(top['n'][0])}'s highest is its last checkpoint, so its peak lies at or beyond "
         f"the budget; at the largest Σlr every n reached ({common:.4f}) the n read "
         f"{'/'.join(f'{v:.3f}' for v in equal.values())}"
-        + (f"; the smaller n fall from their peaks by the budget ({', '.join(falls)}): a larger "
-           "n ahead there keeps coverage that the smaller n lose late" if falls else "")
-    )  # fmt: skip
-    extra = {"peaks": dict(zip(peak["n"].to_list(), peak[best].to_list(), strict=True)),
-             "lr_sum_common": common, "at_common_lr_sum": equal, "peak_slope": r.estimate}  # fmt: skip
+        + (
+            f"; the smaller n fall from their peaks by the budget ({', '.join(falls)}): a larger "
+            "n ahead there keeps coverage that the smaller n lose late"
+            if falls
+            else ""
+        )
+    )
+    extra = {
+        "peaks": dict(zip(peak["n"].to_list(), peak[best].to_list(), strict=True)),
+        "lr_sum_common": common,
+        "at_common_lr_sum": equal,
+        "peak_slope": r.estimate,
+    }
     return replace(StatResult.refused(reason, r.n_runs, test), extra=extra)
 
 

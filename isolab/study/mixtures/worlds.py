@@ -46,8 +46,13 @@ def measured() -> dict[str, dict[str, float]]:
         e = y - X @ beta
         sd = float(math.sqrt(e @ e / (len(y) - X.shape[1])))
         seed_sd = float(np.std(beta[3:])) if X.shape[1] > 3 else 0.0
-        out[split] = {"level": float(np.mean(y)), "c": float(beta[2]), "sd": sd,
-                      "seed_sd": seed_sd, "centre": centre}  # fmt: skip
+        out[split] = {
+            "level": float(np.mean(y)),
+            "c": float(beta[2]),
+            "sd": sd,
+            "seed_sd": seed_sd,
+            "centre": centre,
+        }
     return out
 
 
@@ -80,8 +85,12 @@ def world(kind: str, seed: int) -> dict[str, pl.DataFrame]:
         x = np.log2(part["n"].to_numpy().astype(float))
         seeds = part["seed"].to_numpy()
         level = {s: rng.normal(0, q["seed_sd"]) for s in np.unique(seeds)}
-        y = (q["level"] + c * (x - place[split]) ** 2 + np.array([level[s] for s in seeds])
-             + rng.normal(0, q["sd"], len(x)))  # fmt: skip
+        y = (
+            q["level"]
+            + c * (x - place[split]) ** 2
+            + np.array([level[s] for s in seeds])
+            + rng.normal(0, q["sd"], len(x))
+        )
         out[split] = part.with_columns(pl.Series(EVAL_AVG, y))
     return {"main": pl.concat([out["easy"], out["hard"]], how="diagonal_relaxed"), "mix": out[MIX]}
 
@@ -99,8 +108,9 @@ def coverage_world(kind: str, slope_per_doubling: float, seed: int) -> dict[str,
     if best is None:
         raise ValueError("the shipped `never` sweep has no eval/best@k column")
     means = null_means(df, [best]) if kind == "flat" else _same_peak(df, best)
-    frac = np.sqrt(df[STEP].to_numpy() / df.select(pl.col(STEP).max().over(RUN_KEY))
-                   .to_series().to_numpy())  # fmt: skip
+    frac = np.sqrt(
+        df[STEP].to_numpy() / df.select(pl.col(STEP).max().over(RUN_KEY)).to_series().to_numpy()
+    )
     x = np.log2(df["n"].to_numpy().astype(float))
     effect = {best: slope_per_doubling * (x - x.mean()) * frac}
     return {"never": simulate_world(means, {best: _never_noise(best)}, seed, effect)}

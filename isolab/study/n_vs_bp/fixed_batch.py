@@ -81,8 +81,14 @@ def _slopes_within(rows: pl.DataFrame, metric: str, stratum: str, x: str) -> pl.
         lx = np.log2(g[x].to_numpy().astype(float))
         if len(np.unique(lx)) < 2:
             continue
-        out.append({stratum: s, "seed": seed, "lc": lc,
-                    "slope": float(np.polyfit(lx, g[metric].to_numpy().astype(float), 1)[0])})  # fmt: skip
+        out.append(
+            {
+                stratum: s,
+                "seed": seed,
+                "lc": lc,
+                "slope": float(np.polyfit(lx, g[metric].to_numpy().astype(float), 1)[0]),
+            }
+        )
     frame = pl.DataFrame(out)
     return frame.sort(stratum, "seed", "lc") if frame.height else frame
 
@@ -111,9 +117,14 @@ def _unit_test(
         return StatResult.refused(f"{U} units (B strata × seeds): too few to test", runs, test)
     est, se, dof = stratified_mean(values, strata)
     return StatResult.from_t(
-        est, se, dof, n_runs=runs, test=f"{test} ({U} units, {dof:.1f} df)", note=note,
+        est,
+        se,
+        dof,
+        n_runs=runs,
+        test=f"{test} ({U} units, {dof:.1f} df)",
+        note=note,
         extra=extra,
-    )  # fmt: skip
+    )
 
 
 def fixed_b_slopes(df: pl.DataFrame, metric: str) -> tuple[pl.DataFrame, int, list[int]]:
@@ -216,13 +227,18 @@ def bp_equivalence(
     q = t_quantile(dof)
     n_range = _n_spread(rows, metric)
     return StatResult(
-        estimate=est, se=se, df=dof, p_value=p_tost, interval=(est - q * se, est + q * se),
-        mde=min_detectable(se, dof), n_runs=runs,
+        estimate=est,
+        se=se,
+        df=dof,
+        p_value=p_tost,
+        interval=(est - q * se, est + q * se),
+        mde=min_detectable(se, dof),
+        n_runs=runs,
         test=f"{test}, checkpoints C ≥ {2**start:,.0f} ({U} units, {dof:.1f} df)",
         note=f"for scale: n moves seed-mean {metric} by {n_range:.3f} across its grid "
         f"(largest − smallest at one B_p, mean over those checkpoints)",
         extra={"p_beyond": p_beyond, "margin": margin, "n_spread": n_range},
-    )  # fmt: skip
+    )
 
 
 def _n_spread(rows: pl.DataFrame, metric: str) -> float:

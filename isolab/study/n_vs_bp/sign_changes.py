@@ -145,10 +145,12 @@ def _locate(band: AdvantageBand, i: int, j: int) -> str:
         if a[k] * side > 0 >= a[k + 1] * side:
             point = float(lc[k] + (lc[k + 1] - lc[k]) * a[k] / (a[k] - a[k + 1]))
     sig = band.p_adj < ALPHA
-    left = max((k for k in range(i, j + 1) if sig[k] and a[k] * side > 0 and lc[k] <= point),
-               default=i)  # fmt: skip
-    right = min((k for k in range(i, j + 1) if sig[k] and a[k] * side < 0 and lc[k] >= point),
-                default=j)  # fmt: skip
+    left = max(
+        (k for k in range(i, j + 1) if sig[k] and a[k] * side > 0 and lc[k] <= point), default=i
+    )
+    right = min(
+        (k for k in range(i, j + 1) if sig[k] and a[k] * side < 0 and lc[k] >= point), default=j
+    )
     at = f"C ≈ {2**point:,.0f}" if math.isfinite(point) else "no crossing of the mean"
     return (
         f"{'+ → −' if side > 0 else '− → +'} near {at} (between C = {2 ** lc[left]:,.0f} and "
@@ -184,8 +186,12 @@ def sign_changes(
         )
     test = f"{test} ({len(band.lc)} checkpoints, {band.dof} df)"
     path = ", ".join(f"{a:+.4f} at C = {2**x:,.0f}" for x, a in zip(band.lc, band.a, strict=True))
-    extra = {"advantage": band.a.tolist(), "log2_C": band.lc.tolist(),
-             "p_adj": band.p_adj.tolist(), "t_crit": band.t_crit}  # fmt: skip
+    extra = {
+        "advantage": band.a.tolist(),
+        "log2_C": band.lc.tolist(),
+        "p_adj": band.p_adj.tolist(),
+        "t_crit": band.t_crit,
+    }
     p1, one = _alternations(band, 1)
     p2, two = _alternations(band, 2)
     extra |= {"p_one_change": p1, "p_two_changes": p2}
@@ -208,9 +214,15 @@ def sign_changes(
         return replace(StatResult.refused(reason, runs, test), extra=extra)
     i, j, k = two
     return StatResult(
-        estimate=float(band.a[j]), se=float(band.se[j]), df=float(band.dof), p_value=p2,
-        interval=None, mde=math.nan, n_runs=runs, test=test,
+        estimate=float(band.a[j]),
+        se=float(band.se[j]),
+        df=float(band.dof),
+        p_value=p2,
+        interval=None,
+        mde=math.nan,
+        n_runs=runs,
+        test=test,
         note=f"two sign changes located: {_locate(band, i, j)}, then {_locate(band, j, k)} "
         f"(p = {p2:.2g}); {where}",
         extra=extra,
-    )  # fmt: skip
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -32,20 +33,28 @@ from isolab.vocab import RUN_KEY
 PLATEAU_GAIN = 0.01
 
 
-def _broken_stick(x: np.ndarray, y: np.ndarray) -> tuple[int, float] | None:
-    """The break of a two-piece linear fit of `y` on `x` (log2 C) with the least squared error:
-    (index of the break checkpoint, slope after it). Breaks leave a point before them and at
-    least one doubling after; None when no checkpoint can."""
-    best = None
+class _Break(NamedTuple):
+    """Where a two-piece linear fit breaks, and how well it fits."""
+
+    at: int  #: index of the break checkpoint
+    slope: float  #: slope after the break (per doubling of C)
+    rss: float  #: residual sum of squares of the two-piece fit
+
+
+def _broken_stick(x: np.ndarray, y: np.ndarray) -> _Break | None:
+    """The break of a two-piece linear fit of `y` on `x` (log2 C) with the least squared error.
+    Breaks leave a point before them and at least one doubling after; None when no checkpoint
+    can."""
+    best: _Break | None = None
     for i in range(1, len(x) - 1):
         if x[-1] - x[i] < 1:
             break
         X = np.column_stack([np.ones_like(x), np.minimum(x - x[i], 0), np.maximum(x - x[i], 0)])
         coef, *_ = np.linalg.lstsq(X, y, rcond=None)
         rss = float(np.sum((y - X @ coef) ** 2))
-        if best is None or rss < best[0]:
-            best = (rss, i, float(coef[2]))
-    return None if best is None else (best[1], best[2])
+        if best is None or rss < best.rss:
+            best = _Break(at=i, slope=float(coef[2]), rss=rss)
+    return best
 
 
 def plateaus(df: pl.DataFrame, metric: str = Y) -> pl.DataFrame:
@@ -60,15 +69,21 @@ def plateaus(df: pl.DataFrame, metric: str = Y) -> pl.DataFrame:
         x = np.log2(run[X].to_numpy().astype(float))
         y = run[metric].to_numpy().astype(float)
         fit = _broken_stick(x, y)
-        flat = fit is not None and fit[1] <= PLATEAU_GAIN
-        rows.append({
-            "n": int(run["n"][0]), "split": run["split"][0] if "split" in run.columns else None,
-            "train_limit": run["train_limit"][0] if "train_limit" in run.columns else None,
-            "from_C": float(2 ** x[fit[0]]) if flat else None,
-            "doublings": float(x[-1] - x[fit[0]]) if flat else 0.0,
-            "gain_per_doubling": fit[1] if fit is not None else math.nan,
-            "last_C": float(2 ** x[-1]), "last": float(y[-1]), RUN_KEY: key,
-        })  # fmt: skip
+        # the break, when the curve is flat after it
+        plateau = fit if fit is not None and fit.slope <= PLATEAU_GAIN else None
+        rows.append(
+            {
+                "n": int(run["n"][0]),
+                "split": run["split"][0] if "split" in run.columns else None,
+                "train_limit": run["train_limit"][0] if "train_limit" in run.columns else None,
+                "from_C": float(2 ** x[plateau.at]) if plateau else None,
+                "doublings": float(x[-1] - x[plateau.at]) if plateau else 0.0,
+                "gain_per_doubling": fit.slope if fit is not None else math.nan,
+                "last_C": float(2 ** x[-1]),
+                "last": float(y[-1]),
+                RUN_KEY: key,
+            }
+        )
     return pl.DataFrame(rows).sort("n") if rows else pl.DataFrame()
 
 
@@ -84,9 +99,10 @@ def _saturation(rep: Report, cut: pl.DataFrame) -> None:
     pool = f"the first {int(limits[0])} problems" if len(limits) else "every problem"
     fig, (ax,) = figure_row(1)
     curves = (
-        cut.group_by(["n", X]).agg(pl.col(Y).mean().alias("mean"), pl.lit(0.0).alias("std"))
+        cut.group_by(["n", X])
+        .agg(pl.col(Y).mean().alias("mean"), pl.lit(0.0).alias("std"))
         .sort("n", X)
-    )  # fmt: skip
+    )
     ax.set_xscale("log", base=2)
     plots.plot_curves(curves, ax, x=X, y=Y, by="n")
     for r in table.iter_rows(named=True):
@@ -96,10 +112,12 @@ def _saturation(rep: Report, cut: pl.DataFrame) -> None:
     rep.figures["saturation"] = plots.tidy(fig)
     leader = (
         cut.filter((pl.col(X) > 0) & pl.col(Y).is_finite())
-        .sort([Y, "n"], descending=[True, False]).group_by(X, maintain_order=True).first()
+        .sort([Y, "n"], descending=[True, False])
+        .group_by(X, maintain_order=True)
+        .first()
         .sort(X)
         .select(X, "n", Y)
-    )  # fmt: skip
+    )
     rep.tables["cut_pool_leader"] = leader
     smallest = table.row(0, named=True)
     rep.findings["saturation"] = {
@@ -110,10 +128,11 @@ def _saturation(rep: Report, cut: pl.DataFrame) -> None:
     }
     parts = [
         f"n = {r['n']} from {fmt_compute(r['from_C'])} ({r['doublings']:.0f} doublings, "
-        f"{r['gain_per_doubling']:+.3f} per doubling)" if r["from_C"] is not None
+        f"{r['gain_per_doubling']:+.3f} per doubling)"
+        if r["from_C"] is not None
         else f"n = {r['n']} not within {fmt_compute(r['last_C'])}"
         for r in table.iter_rows(named=True)
-    ]  # fmt: skip
+    ]
     lead = ", ".join(
         f"{fmt_compute(c)}: n = {n}" for c, n in zip(leader[X], leader["n"], strict=True)
     )

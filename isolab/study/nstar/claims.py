@@ -90,9 +90,11 @@ def _nstar_grows(split: str) -> Callable[[Data], StatResult]:
         main = on_split(data["main"], split)
         secondary = _secondary(main)
         if not gate.passed:
-            why = gate.reason if gate.reason.startswith("untested") else (
-                f"untested at this scale: {gate.reason}"
-            )  # fmt: skip
+            why = (
+                gate.reason
+                if gate.reason.startswith("untested")
+                else (f"untested at this scale: {gate.reason}")
+            )
             reading = f"secondary reading ({crossing.crossing_summary(result)})"
             return StatResult.refused(f"{why}; {reading}; {secondary}", result.n_runs, result.test)
         from_C = gate.C_sat / 4 if gate.C_sat is not None else None
@@ -150,10 +152,14 @@ def _easy_above_hard(data: Data) -> StatResult:
     )
     missing = [s for s in ("easy", "hard") if not ends[s]]
     if missing:
-        return StatResult.refused(f"no {', '.join(missing)} runs at the largest C; {secondary}",
-                                  runs, test)  # fmt: skip
-    bad = [f"{s.capitalize()}: {ends[s]['reason']}" for s in ("easy", "hard")
-           if not ends[s]["qualifies"]]  # fmt: skip
+        return StatResult.refused(
+            f"no {', '.join(missing)} runs at the largest C; {secondary}", runs, test
+        )
+    bad = [
+        f"{s.capitalize()}: {ends[s]['reason']}"
+        for s in ("easy", "hard")
+        if not ends[s]["qualifies"]
+    ]
     if bad:
         return StatResult.refused(
             "both optima must be interior: " + "; ".join(bad) + f"; {secondary}", runs, test
@@ -172,7 +178,7 @@ def _easy_above_hard(data: Data) -> StatResult:
             "log2_best_hard": h["log2_n_star"],
             "slope_easy": se_,
             "slope_hard": sh,
-        },  # fmt: skip
+        },
     )
 
 

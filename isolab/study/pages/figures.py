@@ -75,9 +75,13 @@ def plot_frontiers(frontiers: dict[str, pl.DataFrame], ax: Axes, *, x: str, y: s
             continue
         colour = SWEEP_COLOURS[i % len(SWEEP_COLOURS)]
         ax.step(
-            f[x].to_numpy(), f["frontier"].to_numpy(), where="post", color=colour, lw=1.8,
+            f[x].to_numpy(),
+            f["frontier"].to_numpy(),
+            where="post",
+            color=colour,
+            lw=1.8,
             label=name,
-        )  # fmt: skip
+        )
         ax.plot(f[x].to_numpy(), f["frontier"].to_numpy(), "o", ms=2.5, color=colour)
         drawn = True
     if not drawn:

@@ -79,12 +79,23 @@ def report_page(
         sections.append(
             ("tradeoff", "n against B_p at a fixed batch", _tradeoff(rep, groups, figures))
         )
-    progress = [figures.add(rep.figures[f"lr_sum{_suffix(label)}"], f"{label} {short(metric)} "
-                            "against Σlr (learning rate summed over the updates), colour = n")
-                for label, _ in groups if f"lr_sum{_suffix(label)}" in rep.figures]  # fmt: skip
+    progress = [
+        figures.add(
+            rep.figures[f"lr_sum{_suffix(label)}"],
+            f"{label} {short(metric)} "
+            "against Σlr (learning rate summed over the updates), colour = n",
+        )
+        for label, _ in groups
+        if f"lr_sum{_suffix(label)}" in rep.figures
+    ]
     if progress:
-        sections.append(("progress", "Reward against optimizer progress (Σlr)",
-                         f'<div class="row">{"".join(progress)}</div>'))  # fmt: skip
+        sections.append(
+            (
+                "progress",
+                "Reward against optimizer progress (Σlr)",
+                f'<div class="row">{"".join(progress)}</div>',
+            )
+        )
     if "rho_frontier" in rep.figures:
         rho = figures.add(rep.figures["rho_frontier"], "reward against ρ at equal FLOPs")
         sections.append(("rho", "ρ frontier", rho + html.table(rep.tables["rho_frontier"])))
@@ -172,9 +183,10 @@ def _flop_split(groups: Groups, x: str, figures: _Figures) -> str:
         for ax in axes:  # one scale: the configurations' totals compare at a glance
             ax.set_ylim(0, top)
         stacks = figures.add(
-            fig, "search, learning and reward FLOPs against compute, for the smallest, a "
-            "middle and the largest configuration (seed mean)"
-        )  # fmt: skip
+            fig,
+            "search, learning and reward FLOPs against compute, for the smallest, a "
+            "middle and the largest configuration (seed mean)",
+        )
         fig, (ax,) = figure_row(1, 8.0, 3.8)
         plot_flop_shares(final_shares(split), ax, labels=labels)
         shares = figures.add(fig, "each configuration's FLOP split at its last evaluation")

@@ -61,9 +61,12 @@ def reward_rho(data: dict[str, pl.DataFrame], scale: str = "cpu") -> Report:
                 f"{fmt(r['rho_best_observed'], 2)}"
             )
             + f", {r['n_runs']} runs in the IsoFLOP band; regime "
-            + (f"{call} (every configuration not worse than the best shares it)." if call
-               else "not resolved (configurations not worse than the best span two regimes).")
-        )  # fmt: skip
+            + (
+                f"{call} (every configuration not worse than the best shares it)."
+                if call
+                else "not resolved (configurations not worse than the best span two regimes)."
+            )
+        )
     rep.findings = {
         "best_cells": best_cells(full, Y).to_dicts(),
         "band": list(rho.band),

@@ -328,10 +328,15 @@ def knob_caveat(df: pl.DataFrame, metric: str = EVAL_AVG, group: str = "reward")
         return ""
     best = best_cells(df, metric, group)
     at_one = best.filter(pl.col(OVERSAMPLING) == 1)
-    cells = ", ".join(f"{r[group]} (k {r[OVERSAMPLING]}, μ {r['num_iterations']}: "
-                      f"{r[metric]:.3f})" for r in best.iter_rows(named=True))  # fmt: skip
-    share = (f"all {best.height}" if at_one.height == best.height
-             else f"{at_one.height} of {best.height}")  # fmt: skip
+    cells = ", ".join(
+        f"{r[group]} (k {r[OVERSAMPLING]}, μ {r['num_iterations']}: {r[metric]:.3f})"
+        for r in best.iter_rows(named=True)
+    )
+    share = (
+        f"all {best.height}"
+        if at_one.height == best.height
+        else f"{at_one.height} of {best.height}"
+    )
     return (
         f"caveat: {share} reward systems do best at k = 1 (no oversampling): {cells}; the ρ axis "
         "mixes two knobs (k lowers ρ, μ raises it), so ρ* marks where oversampling stops hurting "

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -189,7 +190,7 @@ class Calibration:
         return hits / self.tested if self.tested else math.nan
 
 
-#: The calibration's worlds: name → (axis of the response, vertex rule-based, vertex model-based).
+#: The calibration's worlds: name → `RhoWorld`.
 #: - `paper`: ρ* = 0.72 rule-based, 0.44 model-based (Δ = 1.19 on logit ρ);
 #: - `rho-null`: the same ρ-response for every system, ρ* = 0.59 (the paper's two, averaged
 #:   on logit ρ): the structured null of `rho_optimum_difference`;
@@ -203,18 +204,26 @@ class Calibration:
 #:   on every run (curvature 0.01, level 0.7): no optimum to locate, the regime in which the
 #:   earlier test of slopes in raw ρ called a difference (runs/reward-rho/cpu/full peaks at
 #:   μ = 1, its lowest ρ, for every system). Both tests must refuse it.
+class RhoWorld(NamedTuple):
+    """Where a planted world puts each reward system's optimum."""
+
+    axis: Axis  #: the axis the response is quadratic in
+    v_rule: float  #: the vertex of rule-based systems on `axis`
+    v_model: float  #: the vertex of model-based systems on `axis`
+
+
 _MID = (logit(PAPER_RHO_RULE) + logit(PAPER_RHO_MODEL)) / 2
 PAPER_GAP = logit(PAPER_RHO_RULE) - logit(PAPER_RHO_MODEL)
-WORLDS: dict[str, tuple[Axis, float, float]] = {
-    "paper": ("logit_rho", logit(PAPER_RHO_RULE), logit(PAPER_RHO_MODEL)),
-    "rho-null": ("logit_rho", _MID, _MID),
-    "knob-null": ("learning_to_search", logit(PAPER_RHO_RULE), logit(PAPER_RHO_RULE)),
-    "preference": (
+WORLDS: dict[str, RhoWorld] = {
+    "paper": RhoWorld("logit_rho", logit(PAPER_RHO_RULE), logit(PAPER_RHO_MODEL)),
+    "rho-null": RhoWorld("logit_rho", _MID, _MID),
+    "knob-null": RhoWorld("learning_to_search", logit(PAPER_RHO_RULE), logit(PAPER_RHO_RULE)),
+    "preference": RhoWorld(
         "learning_to_search",
         logit(PAPER_RHO_RULE),
         logit(PAPER_RHO_RULE) - PAPER_GAP,
     ),
-    "low-edge": ("logit_rho", -4.0, -4.0),
+    "low-edge": RhoWorld("logit_rho", -4.0, -4.0),
 }
 #: A world's own response, where it is not the default: (curvature, level) of `rho_world`.
 RESPONSE: dict[str, tuple[float, float]] = {"low-edge": (0.01, 0.7)}
@@ -311,7 +320,7 @@ def calibration_table(
                     "bound_95": c.bound,
                     "agrees": c.power,
                     "refused": c.refused / n,
-                    "coverage": c.coverage() if WORLDS[world][0] == test else math.nan,
+                    "coverage": c.coverage() if WORLDS[world].axis == test else math.nan,
                 }
             )
     return pl.DataFrame(rows)

@@ -75,13 +75,20 @@ def optimum_difference(
         grads.append(grad)
         why.append(unlocated(name, c, q * math.sqrt(S[m, m] * XtX_inv[2, 2]), v, lo, hi))
     why = [w for w in why if w]
-    note = ", ".join(f"n* ≈ {2**v:.3g} under {name}" for v, name in zip(vertices, (first, second),
-                                                                       strict=True)
-                     if math.isfinite(v) and abs(v) < 60)  # fmt: skip
+    note = ", ".join(
+        f"n* ≈ {2**v:.3g} under {name}"
+        for v, name in zip(vertices, (first, second), strict=True)
+        if math.isfinite(v) and abs(v) < 60
+    )
     if why:
-        return StatResult.refused("both optima must be interior: " + "; ".join(why)
-                                  + (f" ({note}); " if note else "; ") + _slopes(rows, Y),
-                                  rows.height, test)  # fmt: skip
+        return StatResult.refused(
+            "both optima must be interior: "
+            + "; ".join(why)
+            + (f" ({note}); " if note else "; ")
+            + _slopes(rows, Y),
+            rows.height,
+            test,
+        )
     V = XtX_inv[1:3, 1:3]
     var = (
         S[0, 0] * grads[0] @ V @ grads[0]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from functools import cache, partial
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -39,22 +40,35 @@ def measured(sweep: str = "targets", second: str = SHIFTED) -> dict[str, float]:
         c = min(float(B[2, m]), -1e-4)
         v = quadratic_vertex(float(B[1, m]), c, centre)[0]
         level = float(np.mean(Y[:, m]))
-        out |= {f"{name}_c": c, f"{name}_sd": float(math.sqrt(S[m, m])), f"{name}_v": v,
-                f"{name}_level": level}  # fmt: skip
+        out |= {
+            f"{name}_c": c,
+            f"{name}_sd": float(math.sqrt(S[m, m])),
+            f"{name}_v": v,
+            f"{name}_level": level,
+        }
     return out
 
 
-#: Worlds: the second target's vertex relative to the first's (doublings of n), how its
-#: curvature compares to the first's, and the first's curvature (None: as measured; the
-#: second's then as measured too, times the factor).
-WORLDS: dict[str, tuple[float, float, float | None]] = {
-    "same": (0.0, 1.0, None),  # one optimum for both targets: the null
-    "same-flatter": (0.0, 0.5, None),  # one optimum, the second target half as curved
-    "apart": (1.5, 1.0, None),  # the planted effect: the second's optimum 1.5 doublings higher
+class TargetsWorld(NamedTuple):
+    """How the second target's response differs from the first's in a planted world."""
+
+    shift: float  #: the second's vertex relative to the first's (doublings of n)
+    flatten: float  #: the second's curvature as a multiple of the first's
+    #: the first's curvature (None: as measured; the second's then as measured too, times
+    #: `flatten`)
+    curvature: float | None
+
+
+#: The calibration's worlds (see `TargetsWorld`).
+WORLDS: dict[str, TargetsWorld] = {
+    "same": TargetsWorld(0.0, 1.0, None),  # one optimum for both targets: the null
+    "same-flatter": TargetsWorld(0.0, 0.5, None),  # one optimum, the second half as curved
+    # the planted effect: the second's optimum 1.5 doublings higher
+    "apart": TargetsWorld(1.5, 1.0, None),
     # what a more curved response would show: both at −0.006 per doubling² (nstar main's Hard
     # validation over n = 2 … 128 at B_p = 16 is about −0.004)
-    "same-curved": (0.0, 1.0, -0.006),
-    "apart-curved": (1.5, 1.0, -0.006),
+    "same-curved": TargetsWorld(0.0, 1.0, -0.006),
+    "apart-curved": TargetsWorld(1.5, 1.0, -0.006),
 }
 
 
@@ -73,8 +87,12 @@ def world(
     lo, hi = float(x.min()), float(x.max())
     v1 = float(np.clip(p["first_v"], lo + 0.75, hi - 2.25))
     v2 = v1 + shift
-    cov = np.array([[p["first_sd"] ** 2, p["corr"] * p["first_sd"] * p["second_sd"]],
-                    [p["corr"] * p["first_sd"] * p["second_sd"], p["second_sd"] ** 2]])  # fmt: skip
+    cov = np.array(
+        [
+            [p["first_sd"] ** 2, p["corr"] * p["first_sd"] * p["second_sd"]],
+            [p["corr"] * p["first_sd"] * p["second_sd"], p["second_sd"] ** 2],
+        ]
+    )
     noise = rng.multivariate_normal(np.zeros(2), cov, size=len(x))
     seeds = rows["seed"].to_numpy()
     offset = {s: rng.normal(0, 0.5 * p["first_sd"]) for s in np.unique(seeds)}
@@ -88,16 +106,16 @@ def world(
 
 PLANTS: dict[str, Plant] = {
     "targets.different_nstar": Plant(
-        size=-WORLDS["apart"][0],
-        describe=f"the shifted target's optimum {WORLDS['apart'][0]} doublings of n above "
+        size=-WORLDS["apart"].shift,
+        describe=f"the shifted target's optimum {WORLDS['apart'].shift} doublings of n above "
         "validation's, each a quadratic in log2 n at its measured level, curvature and noise "
         "(null: one optimum for both)",
         world=partial(world, "apart"),
         null_world=partial(world, "same"),
     ),
     "targets.judge_nstar": Plant(
-        size=-WORLDS["apart"][0],
-        describe=f"the judge's optimum {WORLDS['apart'][0]} doublings of n above validation's, "
+        size=-WORLDS["apart"].shift,
+        describe=f"the judge's optimum {WORLDS['apart'].shift} doublings of n above validation's, "
         "each a quadratic in log2 n at its measured level, curvature and noise (null: one "
         "optimum for both)",
         world=partial(world, "apart", sweep="judge", second=EVAL_JUDGE),
