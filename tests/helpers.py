@@ -173,3 +173,45 @@ def tiny_chat_model(folder: Path, reward_model: bool = False) -> Path:
         LlamaForCausalLM(config).save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder
+
+
+def rung(means: dict[int, float], C: float = 1024.0, sd: float = 0.01):
+    """An adaptive sweep's rung: three seeds per arm (n = key, B_p = 16) at one checkpoint `C`,
+    spread ±sd around the arm's mean avg@4 (tests/test_adaptive*.py)."""
+    import polars as pl
+
+    from isolab.vocab import EVAL_AVG, ROLLOUTS, RUN_KEY
+
+    rows = [
+        {
+            RUN_KEY: f"{n}-{s}",
+            "n": n,
+            "B_p": 16,
+            "seed": s,
+            ROLLOUTS: C,
+            EVAL_AVG: m + dev,
+            "eval_problems": 300,
+            "eval_k_samples": 16,
+        }
+        for n, m in means.items()
+        for s, dev in enumerate((-sd, 0.0, sd))
+    ]
+    return pl.DataFrame(rows)
+
+
+def run_notebook(name: str, out: Path, parameters: dict) -> list[dict]:
+    """Execute the curated notebook `name` (papermill, a real kernel, in `notebooks/` as
+    `make notebooks` does) into `out`, unsaved in the repository: every cell's outputs."""
+    import nbformat
+    import papermill
+
+    notebooks = Path(__file__).resolve().parents[1] / "notebooks"
+    papermill.execute_notebook(
+        str(notebooks / f"{name}.ipynb"),
+        str(out),
+        parameters=parameters,
+        cwd=str(notebooks),
+        progress_bar=False,
+        kernel_name="python3",
+    )
+    return [o for c in nbformat.read(out, as_version=4).cells for o in c.get("outputs", [])]

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from helpers import rung
 
 from isolab.sweep.adaptive import StoppingRule, judge_rung, replay
 from isolab.sweep.adaptive_calibration import calibrate, draw_worlds
 from isolab.sweep.adaptive_worlds import design, world_frame
 from isolab.tracking.runs import load_runs
-from isolab.vocab import EVAL_AVG, ROLLOUTS, RUN_KEY
+from isolab.vocab import ROLLOUTS
 
 NSTAR = Path(__file__).resolve().parents[1] / "runs" / "nstar" / "cpu" / "main"
 
@@ -21,25 +22,6 @@ NSTAR = Path(__file__).resolve().parents[1] / "runs" / "nstar" / "cpu" / "main"
 @pytest.fixture(scope="module")
 def nstar() -> pl.DataFrame:
     return load_runs(NSTAR, statuses=["FINISHED"])
-
-
-def rung(means: dict[int, float], sd: float = 0.01, C: float = 1024.0) -> pl.DataFrame:
-    """Three seeds per arm (n = key, B_p = 16) at one checkpoint, spread ±sd around the mean."""
-    rows = [
-        {
-            RUN_KEY: f"{n}-{s}",
-            "n": n,
-            "B_p": 16,
-            "seed": s,
-            ROLLOUTS: C,
-            EVAL_AVG: m + d,
-            "eval_problems": 300,
-            "eval_k_samples": 16,
-        }
-        for n, m in means.items()
-        for s, d in enumerate((-sd, 0.0, sd))
-    ]
-    return pl.DataFrame(rows)
 
 
 def test_rule_stops_a_dominated_arm_and_keeps_arms_within_noise():

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from helpers import rung
 
 from isolab.frontier.evidence import WITHIN_SE
 from isolab.sweep.adaptive import StoppingRule, judge_rung, leader_path, replay
@@ -25,7 +26,7 @@ from isolab.sweep.adaptive_calibration import (
 )
 from isolab.sweep.adaptive_worlds import design, world_frame
 from isolab.tracking.runs import load_runs
-from isolab.vocab import EVAL_AVG, ROLLOUTS, RUN_KEY
+from isolab.vocab import EVAL_AVG
 
 NSTAR = Path(__file__).resolve().parents[1] / "runs" / "nstar" / "cpu" / "main"
 ISSUE_32 = StoppingRule(z=2.5, judge_from=0)  # the default until issue 47
@@ -107,25 +108,6 @@ def test_validation_names_its_worlds_and_flags_a_rule_that_drops_late_bloomers()
     for words in ("nstar/cpu/main", "constant lead", "late bloomer", "IsoComputeLaw", "null"):
         assert words in default.text
     assert not validation(ISSUE_32, worlds=60).keeps_late_bloomers
-
-
-def rung(means: dict[int, float], C: float, sd: float = 0.01) -> pl.DataFrame:
-    """Three seeds per arm (n = key, B_p = 16) at one checkpoint, spread ±sd around the mean."""
-    rows = [
-        {
-            RUN_KEY: f"{n}-{s}",
-            "n": n,
-            "B_p": 16,
-            "seed": s,
-            ROLLOUTS: C,
-            EVAL_AVG: m + dev,
-            "eval_problems": 300,
-            "eval_k_samples": 16,
-        }
-        for n, m in means.items()
-        for s, dev in enumerate((-sd, 0.0, sd))
-    ]
-    return pl.DataFrame(rows)
 
 
 def test_leader_path_says_when_the_optimum_moved():

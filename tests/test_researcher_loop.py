@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-REPO = Path(__file__).resolve().parents[1]
+from helpers import run_notebook
 
 #: A verifier of the user's own: the last boxed answer equals the gold.
 VERIFIER = """import re
@@ -115,8 +114,6 @@ def test_your_card_your_verifier_your_reward_from_plan_to_one_answer(
     cli, tmp_path: Path, monkeypatch
 ):
     import mlflow
-    import nbformat
-    import papermill
 
     from isolab.frontier import answers
     from isolab.tracking.describe import NOTE_TAG
@@ -183,19 +180,10 @@ def test_your_card_your_verifier_your_reward_from_plan_to_one_answer(
     stated["report"] = html.unescape(re.sub(r"<[^>]+>", " ", page.read_text()))
     snap = tmp_path / "snap"
     assert cli("runs", "export", "my-sweep", str(snap)).exit_code == 0
-    done = tmp_path / "02.ipynb"
-    papermill.execute_notebook(
-        str(REPO / "notebooks" / "02_nstar_vs_compute.ipynb"),
-        str(done),
-        parameters={"scale": "cpu", "runs": str(snap)},
-        cwd=str(REPO / "notebooks"),
-        progress_bar=False,
-        kernel_name="python3",
+    outputs = run_notebook(
+        "02_nstar_vs_compute", tmp_path / "02.ipynb", {"scale": "cpu", "runs": str(snap)}
     )
-    cells = nbformat.read(done, as_version=4).cells
-    stated["notebook 02"] = "\n".join(
-        o.get("text", "") for c in cells for o in c.get("outputs", [])
-    )
+    stated["notebook 02"] = "\n".join(o.get("text", "") for o in outputs)
     for where, text in stated.items():  # the one sentence, and no other statement of it
         assert _words(answer) in _words(text), (where, answer, text)
         assert _words(text).count("recommendation: ") == 1, (where, text)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import tiny_chat_model
+from helpers import run_notebook, tiny_chat_model
 
 from isolab.config import RunConfig
 from isolab.tasks import get_task, task_id
@@ -347,9 +347,6 @@ def test_your_problems_your_reward_your_model_plan_train_sweep_and_plot(
     # and through the curated notebook 02 (n* against compute), on its snapshot, unsaved; 03 and
     # 04 take `runs` the same way (run by hand on this sweep: each says what its grid lacks),
     # left out for the suite's time
-    import nbformat
-    import papermill
-
     snap = tmp_path / "snap"
     assert cli("runs", "export", "my-setting", str(snap), "--tracking-uri", uri).exit_code == 0
 
@@ -358,17 +355,9 @@ def test_your_problems_your_reward_your_model_plan_train_sweep_and_plot(
 
     before, said = reports(), {}
     for name in ("02_nstar_vs_compute",):
-        done = tmp_path / f"{name}.ipynb"
-        papermill.execute_notebook(
-            str(REPO / "notebooks" / f"{name}.ipynb"),
-            str(done),
-            parameters={"scale": "cpu", "runs": str(snap)},
-            cwd=str(REPO / "notebooks"),
-            progress_bar=False,
-            kernel_name="python3",
+        outputs = run_notebook(
+            name, tmp_path / f"{name}.ipynb", {"scale": "cpu", "runs": str(snap)}
         )
-        cells = nbformat.read(done, as_version=4).cells
-        outputs = [o for c in cells for o in c.get("outputs", [])]
         said[name] = (
             sum("image/png" in o.get("data", {}) for o in outputs),
             "\n".join(o.get("text", "") for o in outputs),

@@ -26,7 +26,7 @@ from collections.abc import Callable
 import torch
 
 from isolab.models.tiny import ChatSpec, build_byte_tokenizer, chat_model_config
-from isolab.models.warm_start import padded
+from isolab.models.warm_start import padded, sft_step
 
 #: Words of the synthetic questions: neutral, so that no task's vocabulary is favoured.
 WORDS = (
@@ -125,14 +125,7 @@ def warm_start_chat(
     model.train()
     loss_value = math.nan
     for step in range(1, spec.sft_steps + 1):
-        input_ids, labels = batch(tok, rng, spec.sft_batch)
-        loss = model(input_ids=input_ids, labels=labels).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        loss_value = loss.item()
+        loss_value = sft_step(model, opt, sched, *batch(tok, rng, spec.sft_batch))
         if progress is not None:
             progress(step, spec.sft_steps, f"loss {loss_value:.3f}")
     rates = format_rate(model, tok, random.Random(spec.seed + 2))

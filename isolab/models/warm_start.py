@@ -74,14 +74,7 @@ def warm_start(spec: TinySpec, progress: Callable[[int, int, str], None] | None 
     loss_value = math.nan
     for step in range(1, spec.max_sft_steps + 1):
         model.train()
-        input_ids, labels = _sft_batch(tok, rng, task, spec.sft_batch)
-        loss = model(input_ids=input_ids, labels=labels).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        loss_value = loss.item()
+        loss_value = sft_step(model, opt, sched, *_sft_batch(tok, rng, task, spec.sft_batch))
         status = f"loss {loss_value:.3f}"
         if step >= target.first_probe and step % target.probe_every == 0:
             shares = probe(model)
@@ -152,6 +145,17 @@ def _sft_batch(tok, rng: random.Random, task: ArithmeticSpec, batch: int):
         rows.append(prompt_ids + target_ids)
         label_rows.append([-100] * len(prompt_ids) + target_ids)
     return padded(rows, label_rows, tok.pad_token_id)
+
+
+def sft_step(model, opt, sched, input_ids: torch.Tensor, labels: torch.Tensor) -> float:
+    """One supervised step of a warm start (gradients clipped at 1.0): the batch's loss."""
+    loss = model(input_ids=input_ids, labels=labels).loss
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    sched.step()
+    return loss.item()
 
 
 def padded(

@@ -242,25 +242,16 @@ def plateau_gate(
     """Has n = `n`, B_p = `B_p` plateaued by the largest compute of `long` (one split's runs),
     and from where? See the module's docstring; `main` (the same split's main sweep) lends its
     seed variance of slopes."""
-    empty = pl.DataFrame()
     runs = (
         long.filter((pl.col("n") == n) & (pl.col("B_p") == B_p))
         if long is not None and {"n", "B_p"} <= set(long.columns)
         else pl.DataFrame()
     )
     if not runs.height:
-        return Gate(
-            False,
-            False,
-            None,
+        return _not_run(
             math.nan,
-            math.nan,
-            math.nan,
-            math.nan,
-            0,
             0,
             margin,
-            empty,
             f"no n = {n}, B_p = {B_p} runs in the long sweep: the saturation gate cannot run",
         )
     means = checkpoint_means(runs, [metric])
@@ -269,19 +260,8 @@ def plateau_gate(
     seeds = runs[RUN_KEY].n_unique()
     starts = [lc for lc in lcs if lcs[-1] - lc >= WINDOW_DOUBLINGS - 1e-9]
     if not starts:
-        return Gate(
-            False,
-            False,
-            None,
-            C_max,
-            math.nan,
-            math.nan,
-            math.nan,
-            0,
-            seeds,
-            margin,
-            empty,
-            f"the long runs span less than {WINDOW_DOUBLINGS} doublings of C",
+        return _not_run(
+            C_max, seeds, margin, f"the long runs span less than {WINDOW_DOUBLINGS} doublings of C"
         )
     ev = noise_model(final_rows(runs, metric), (metric,)).get(metric)
     eval_sd = ev.eval_sd if ev is not None and math.isfinite(ev.eval_sd) else 0.0
@@ -302,20 +282,7 @@ def plateau_gate(
             f"{last['gain_per_doubling']:+.3f} avg@4 per doubling of C {span} (upper "
             f"{1 - ALPHA:.0%} bound {last['upper']:+.3f}, plateau margin {margin})"
         )
-        return Gate(
-            True,
-            False,
-            None,
-            C_max,
-            last["gain_per_doubling"],
-            last["se"],
-            last["upper"],
-            last["dof"],
-            seeds,
-            margin,
-            windows,
-            reason,
-        )
+        return _ran(False, None, C_max, last, seeds, margin, windows, reason)
     C_sat = saturation_point(windows, C_max, rule)
     where = (
         f"C_sat = {C_sat:,.0f} (every window from there on, its first doubling included, under "
@@ -327,17 +294,25 @@ def plateau_gate(
         f"n = {n} (B_p = {B_p}) plateaus: {last['gain_per_doubling']:+.3f} avg@4 per doubling "
         f"{span} (upper {1 - ALPHA:.0%} bound {last['upper']:+.3f} < {margin}); {where}"
     )
-    return Gate(
-        True,
-        True,
-        C_sat,
-        C_max,
-        last["gain_per_doubling"],
-        last["se"],
-        last["upper"],
-        last["dof"],
-        seeds,
-        margin,
-        windows,
-        reason,
-    )
+    return _ran(True, C_sat, C_max, last, seeds, margin, windows, reason)
+
+
+def _not_run(C_max: float, seeds: int, margin: float, reason: str) -> Gate:
+    """A gate that could not run: no estimate, no windows, the reason in words."""
+    nan = math.nan
+    return Gate(False, False, None, C_max, nan, nan, nan, 0, seeds, margin, pl.DataFrame(), reason)
+
+
+def _ran(
+    passed: bool,
+    C_sat: float | None,
+    C_max: float,
+    last: dict,
+    seeds: int,
+    margin: float,
+    windows: pl.DataFrame,
+    reason: str,
+) -> Gate:
+    """A gate that ran, its estimate that of the last window (`last`, a row of `windows`)."""
+    gain, se, upper, dof = (last[k] for k in ("gain_per_doubling", "se", "upper", "dof"))
+    return Gate(True, passed, C_sat, C_max, gain, se, upper, dof, seeds, margin, windows, reason)
