@@ -186,11 +186,11 @@ def plan_config(
         completion_len = c if completion_len is None else completion_len
     logits_len = None
     if here:
-        from isolab.rl.trainer import _logits_lens  # the rule the run's ledger follows
+        from isolab.rl.trainer import logits_lens  # the rule the run's ledger follows
 
         # as plan_run truncates every length it is given
         row, completion = int(prompt_len + completion_len), int(completion_len)
-        logits_len = _logits_lens([row], [completion])[0]
+        logits_len = logits_lens([row], [completion])[0]
     plan = plan_run(
         model_config(cfg.model),
         n=cfg.n,
@@ -205,6 +205,7 @@ def plan_config(
         reward_model_config=reward_model_config_for(cfg),
         old_policy_forward=cfg.num_iterations > 1 or engines.engine(cfg) == "vllm",
         search_oversample=cfg.search_oversample,
+        rollouts_per_step=cfg.rollouts_per_step,
         reward_len=reward_length(cfg, completion_len),
         logits_len=logits_len,
     )

@@ -43,10 +43,17 @@ TOKENS = f"{COMPUTE_PREFIX}tokens"
 #: ρ = learning / (search + learning + reward) FLOPs, cumulative; RHO_STEP is the last step's.
 RHO = f"{COMPUTE_PREFIX}rho"
 RHO_STEP = f"{COMPUTE_PREFIX}rho_step"
+#: Rollouts generated but not trained on (`RunConfig.allocation`: dynamic, early_stop),
+#: cumulative, and their search FLOPs' share of all FLOPs so far (`flops/search_discarded` /
+#: `flops/total`); 0 under uniform and variance allocation.
+ROLLOUTS_DISCARDED = f"{COMPUTE_PREFIX}rollouts_discarded"
+DISCARDED_SHARE = f"{COMPUTE_PREFIX}discarded_share"
 #: Cumulative model FLOPs by component (isolab.compute.ledger); FLOPS_HW_* count recompute too.
 FLOPS_PREFIX = "flops/"
 FLOPS_TOTAL = f"{FLOPS_PREFIX}total"
 FLOPS_SEARCH = f"{FLOPS_PREFIX}search"
+#: The part of `flops/search` spent on rollouts no update used (discarded groups and pilots).
+FLOPS_SEARCH_DISCARDED = f"{FLOPS_PREFIX}search_discarded"
 FLOPS_LEARNING = f"{FLOPS_PREFIX}learning"
 FLOPS_REWARD = f"{FLOPS_PREFIX}reward"
 FLOPS_EVAL = f"{FLOPS_PREFIX}eval"

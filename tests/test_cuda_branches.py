@@ -15,7 +15,7 @@ from isolab.cli import gpu_check
 from isolab.compute.peak import OVERRIDE_ENV, PEAK_TFLOPS, device_peak, run_device_peak
 from isolab.config import RunConfig
 from isolab.rl import engines
-from isolab.rl.trainer import _logits_lens
+from isolab.rl.trainer import logits_lens
 
 
 @pytest.fixture
@@ -77,9 +77,9 @@ def test_on_cuda_a_run_trains_in_bf16_on_the_gpu(monkeypatch, on_cuda, tmp_path)
 def test_trl_projects_only_completion_positions_on_cuda(monkeypatch, on_cuda):
     """The ledger counts the positions TRL's log-prob head projects: on CUDA its fused path
     takes the completion positions only; on CPU every position but the last (TRL 1.16)."""
-    assert _logits_lens([10, 7], [4, 2]) == [4, 2]
+    assert logits_lens([10, 7], [4, 2]) == [4, 2]
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert _logits_lens([10, 7], [4, 2]) == [9, 6]
+    assert logits_lens([10, 7], [4, 2]) == [9, 6]
 
 
 @pytest.mark.parametrize(

@@ -10,13 +10,16 @@ per-sequence token counts; ``end_step`` returns the step's metrics under isolab'
   evaluation judge's ``flops/judge`` apart;
 - ``flops_hw/{learning,total}``: cumulative hardware FLOPs (gradient-checkpointing recompute);
 - ``compute/rollouts``, ``compute/tokens`` (prompt + generated tokens of the rollouts),
-  ``compute/rho`` (cumulative), ``compute/rho_step``; ``time/reward_s`` (cumulative).
+  ``compute/rho`` (cumulative), ``compute/rho_step``; ``time/reward_s`` (cumulative);
+- ``flops/search_discarded``, ``compute/rollouts_discarded`` and ``compute/discarded_share``:
+  the part of search spent on rollouts no update used (`RunConfig.allocation`), cumulative.
 
 Search is the generation of rollouts; learning is every policy update pass (forward +
 backward) plus the reference-model forward (β > 0) and the old-policy forward (reused
-rollouts); reward is the reward model's forward. Under dynamic sampling
-(``RunConfig.search_oversample``) search, reward and ``compute/rollouts`` count every rollout
-generated and scored, learning only those trained on. A rule-based reward costs 0 FLOPs: only its
+rollouts); reward is the reward model's forward. Under an allocation that discards rollouts
+(``RunConfig.allocation``: dynamic sampling, early stopping) search, reward and
+``compute/rollouts`` count every rollout generated and scored, learning only those trained on,
+and ``flops/search_discarded`` the discarded ones' share of search. A rule-based reward costs 0 FLOPs: only its
 wall time is logged. FLOPs follow ``isolab.compute.flops`` (matmuls only, verified against
 ``torch.utils.flop_counter.FlopCounterMode``).
 """
@@ -29,6 +32,7 @@ from typing import Any
 
 from isolab.compute.flops import forward_flops, generation_flops, reward_model_flops, training_flops
 from isolab.vocab import (
+    DISCARDED_SHARE,
     FLOPS_EVAL,
     FLOPS_HW_LEARNING,
     FLOPS_HW_TOTAL,
@@ -37,6 +41,7 @@ from isolab.vocab import (
     FLOPS_PREFIX,
     FLOPS_REWARD,
     FLOPS_SEARCH,
+    FLOPS_SEARCH_DISCARDED,
     FLOPS_STEP_LEARNING,
     FLOPS_STEP_PREFIX,
     FLOPS_STEP_REWARD,
@@ -46,6 +51,7 @@ from isolab.vocab import (
     RHO,
     RHO_STEP,
     ROLLOUTS,
+    ROLLOUTS_DISCARDED,
     TIME_REWARD_S,
     TOKENS,
 )
@@ -56,12 +62,14 @@ class _Tally:
     """FLOPs (and counts) of one accounting period: one step, or the whole run."""
 
     search: int = 0
+    search_discarded: int = 0  # of `search`: rollouts generated but not trained on
     learning: int = 0
     learning_hw: int = 0
     reward: int = 0
     eval: int = 0
     judge: int = 0
     rollouts: int = 0
+    rollouts_discarded: int = 0
     tokens: int = 0
     reward_s: float = 0.0
 
@@ -115,6 +123,16 @@ class FlopLedger:
             self.model_config, prompt_lens, completion_lens, self._generation_lora
         )
         self._step.tokens += sum(int(p) for p in prompt_lens) + sum(int(c) for c in completion_lens)
+
+    def record_discarded(self, prompt_lens: Iterable[int], completion_lens: Iterable[int]) -> None:
+        """Of the rollouts `record_generation` charged, those no update will use (a group
+        dynamic sampling drops, an early-stopped pilot): their generation FLOPs again, into
+        ``flops/search_discarded`` (a part of search, not an addition to it)."""
+        prompt_lens, completion_lens = list(prompt_lens), list(completion_lens)
+        self._step.search_discarded += generation_flops(
+            self.model_config, prompt_lens, completion_lens, self._generation_lora
+        )
+        self._step.rollouts_discarded += len(completion_lens)
 
     # ---- learning -------------------------------------------------------------------------
     def record_policy_update(
@@ -215,6 +233,7 @@ class FlopLedger:
             FLOPS_STEP_REWARD: float(step.reward),
             FLOPS_STEP_TOTAL: float(step_total),
             FLOPS_SEARCH: float(run.search),
+            FLOPS_SEARCH_DISCARDED: float(run.search_discarded),
             FLOPS_LEARNING: float(run.learning),
             FLOPS_REWARD: float(run.reward),
             FLOPS_TOTAL: float(run_total),
@@ -222,6 +241,8 @@ class FlopLedger:
             FLOPS_HW_LEARNING: float(run.learning_hw),
             FLOPS_HW_TOTAL: float(run.search + run.learning_hw + run.reward),
             ROLLOUTS: float(run.rollouts),
+            ROLLOUTS_DISCARDED: float(run.rollouts_discarded),
+            DISCARDED_SHARE: _rho(run.search_discarded, run_total),
             TOKENS: float(run.tokens),
             RHO: _rho(run.learning, run_total),
             RHO_STEP: _rho(step.learning, step_total),
@@ -256,6 +277,7 @@ def plan_run(
     old_policy_forward: bool | None = None,
     search_oversample: int = 1,
     reward_len: float | None = None,
+    rollouts_per_step: int | None = None,
 ) -> dict[str, float]:
     """Planned FLOPs of a GRPO run from expected lengths, under the ledger's names.
 
@@ -272,6 +294,8 @@ def plan_run(
     Args:
         logits_len: LM-head positions per sequence in log-prob passes; default
             ``completion_len`` (TRL's fused head on CUDA).
+        rollouts_per_step: rollouts generated per step, of which ``B`` are trained on and the
+            rest discarded (`RunConfig.rollouts_per_step`); default ``search_oversample · B``.
         reward_len: tokens the reward model scores per rollout; default ``prompt_len +
             completion_len`` (a hub ORM or PRM reads its own transcript of the rollout:
             `isolab.planning` measures it).
@@ -299,7 +323,12 @@ def plan_run(
     if beta < 0:
         raise ValueError(f"beta = {beta}: the KL coefficient is ≥ 0.")
     B = B_p * n
-    generated = search_oversample * B
+    generated = search_oversample * B if rollouts_per_step is None else rollouts_per_step
+    if generated < B:
+        raise ValueError(
+            f"rollouts_per_step = {generated}: a step trains on B = B_p·n = {B} rollouts, so it "
+            "generates at least that many."
+        )
     # expected lengths may be fractional (`isolab.planning`): each one is truncated, as the
     # FLOP functions truncate every length they are given (a sequence: prompt + completion)
     seq = [int(prompt_len + completion_len)] * B
@@ -311,6 +340,9 @@ def plan_run(
         gradient_checkpointing=gradient_checkpointing,
     )
     ledger.record_generation([int(prompt_len)] * generated, [int(completion_len)] * generated)
+    ledger.record_discarded(
+        [int(prompt_len)] * (generated - B), [int(completion_len)] * (generated - B)
+    )
     if reward_model_config is not None:
         scored = seq[0] if reward_len is None else int(reward_len)
         ledger.record_reward_model([scored] * generated)
@@ -327,6 +359,9 @@ def plan_run(
     plan[FLOPS_HW_TOTAL] = M * step[FLOPS_HW_TOTAL]
     plan[RHO] = step[RHO_STEP]
     plan[ROLLOUTS] = float(generated * M)
+    plan[FLOPS_SEARCH_DISCARDED] = M * step[FLOPS_SEARCH_DISCARDED]
+    plan[ROLLOUTS_DISCARDED] = float((generated - B) * M)
+    plan[DISCARDED_SHARE] = step[DISCARDED_SHARE]
     plan[TOKENS] = M * step[TOKENS]
     plan["steps"] = float(M)
     plan["rollouts_per_step"] = float(generated)

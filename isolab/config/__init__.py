@@ -6,6 +6,7 @@ field is checked against. The names most importers use are re-exported here.
 """
 
 from isolab.config.checks import (
+    ALLOCATIONS,
     DEFAULT_BETA,
     DEFAULT_ENTROPY_COEF,
     MAX_SEED,
@@ -13,11 +14,13 @@ from isolab.config.checks import (
     SIZE_GUARDS,
     SPLITS,
     is_user_reward,
+    pilot_size,
     reward_parts,
 )
 from isolab.config.run import ADDED_FIELDS, RunConfig, apply_overrides
 
 __all__ = [
+    "ALLOCATIONS",
     "ADDED_FIELDS",
     "DEFAULT_BETA",
     "DEFAULT_ENTROPY_COEF",
@@ -28,5 +31,6 @@ __all__ = [
     "RunConfig",
     "apply_overrides",
     "is_user_reward",
+    "pilot_size",
     "reward_parts",
 ]

@@ -69,6 +69,17 @@ SIZE_GUARD_ENV = "ISOLAB_NO_SIZE_GUARDS"
 _LR_RULES = {"sqrt": "lr_base·sqrt(B/B_base)", "linear": "lr_base·B/B_base", "const": "lr_base"}
 
 
+#: How a step spends its rollouts across problems (`RunConfig.allocation`; isolab.rl.allocation).
+ALLOCATIONS = ("uniform", "dynamic", "early_stop", "variance")
+
+
+def pilot_size(n: int) -> int:
+    """Rollouts of the pilot chunk `allocation: early_stop` draws for every candidate problem
+    before it decides which to stop: a quarter of the group, at least 2 (so that a group can
+    show two different rewards)."""
+    return max(2, n // 4)
+
+
 def check(cfg: Any) -> None:
     """Raise ValueError naming the field and the fix for the first value `cfg`, a `RunConfig`,
     may not take. (`cfg` is typed `Any`: `isolab.config.run` imports this module, and an import
@@ -107,6 +118,7 @@ def check(cfg: Any) -> None:
             f"search_oversample = {cfg.search_oversample} runs in one process: set "
             "processes = 1, or search_oversample = 1."
         )
+    _check_allocation(cfg)
     if cfg.lr_base <= 0:
         raise ValueError(f"lr_base = {cfg.lr_base}: must be > 0 (e.g. 5e-5 for tiny models).")
     if cfg.lr_base > MAX_LR:
@@ -275,6 +287,38 @@ def _check_eval_sets(sets: dict[str, str]) -> None:
 
 
 _EVAL_SET_NAME = re.compile(r"^[a-z0-9][a-z0-9_]{0,31}$")
+
+
+def _check_allocation(cfg: Any) -> None:
+    """`allocation` against the fields it needs (`RunConfig.allocation` says what each does)."""
+    allocation, k = cfg.allocation, cfg.search_oversample
+    if allocation not in ALLOCATIONS:
+        raise ValueError(
+            f"allocation = {allocation!r}: choose one of {', '.join(ALLOCATIONS)} (uniform is "
+            "GRPO's n rollouts for every problem)."
+        )
+    if allocation in ("dynamic", "early_stop") and k < 2:
+        raise ValueError(
+            f"allocation = {allocation} with search_oversample = {k}: it draws "
+            "search_oversample·B_p candidate problems and trains on B_p of them; set "
+            "search_oversample: 2 or more."
+        )
+    if allocation == "variance" and k > 1:
+        raise ValueError(
+            f"allocation = variance with search_oversample = {k}: it splits B = B_p·n among "
+            "the B_p problems a step draws, discarding none; set search_oversample: 1 (or "
+            "allocation: dynamic to filter k·B_p groups)."
+        )
+    if allocation == "early_stop" and cfg.n <= pilot_size(cfg.n):
+        raise ValueError(
+            f"allocation = early_stop with n = {cfg.n}: its pilot is {pilot_size(cfg.n)} "
+            "rollouts per candidate, so n must exceed it; set n ≥ 3."
+        )
+    if allocation != "uniform" and cfg.processes > 1:
+        raise ValueError(
+            f"allocation = {allocation} runs in one process: set processes: 1, or "
+            "allocation: uniform."
+        )
 
 
 def _check_sizes(cfg: Any) -> None:

@@ -20,7 +20,13 @@ from typing import Any
 
 import yaml
 
-from isolab.config.checks import DEFAULT_BETA, DEFAULT_ENTROPY_COEF, UNREGULARISED_SPLITS, check
+from isolab.config.checks import (
+    DEFAULT_BETA,
+    DEFAULT_ENTROPY_COEF,
+    UNREGULARISED_SPLITS,
+    check,
+    pilot_size,
+)
 from isolab.typed_fields import typed_fields
 from isolab.userinput import brief, load_yaml, read_yaml
 
@@ -38,6 +44,7 @@ ADDED_FIELDS: dict[str, Any] = {
     "eval_sets": {},
     "processes": 1,
     "eval_judge": None,
+    "allocation": "uniform",
 }
 
 
@@ -67,6 +74,17 @@ class RunConfig:
             of n rollouts and trains on the B_p groups whose rewards vary most. All k·B_p·n
             rollouts are charged to search (and reward) compute and counted in `rollouts`;
             learning compute stays that of B_p·n. 1 (the default) is plain GRPO.
+        allocation: how a step's rollouts go to its problems (`isolab.rl.allocation`):
+            `uniform` (GRPO: n for each of B_p problems, the default); `dynamic` (DAPO's
+            filter above: k·B_p·n generated, the B_p groups whose rewards vary most kept; set
+            `search_oversample` k ≥ 2); `early_stop` (SARA-like, arXiv 2607.26253: a pilot of
+            `pilot_size(n)` rollouts for each of k·B_p candidates, the B_p candidates least
+            likely to give a group of equal rewards completed to n, the other pilots discarded:
+            k·B_p·pilot + B_p·(n − pilot) generated, B_p·n trained on); `variance` (knapsack-
+            like, after arXiv 2509.25849 and 2602.01601: the B = B_p·n rollouts of a step split
+            among its B_p problems in proportion to p(1 − p) of each problem's Beta estimate,
+            at least 2 each; nothing discarded). Every generated rollout is charged to search;
+            the discarded ones also to `flops/search_discarded`.
         seed: seed of the run (sampling order, initial state of the RNGs).
         temperature: sampling temperature of the rollouts.
         max_completion_tokens: cap on generated tokens per rollout.
@@ -132,6 +150,7 @@ class RunConfig:
     B_p: int = 8
     M: int = 40
     search_oversample: int = 1
+    allocation: str = "uniform"
     seed: int = 0
     temperature: float = 1.0
     max_completion_tokens: int = 6
@@ -173,13 +192,25 @@ class RunConfig:
         return self.B_p * self.n
 
     @property
+    def allocator(self) -> str:
+        """The allocation a run uses: `allocation`, but `dynamic` for `uniform` with
+        `search_oversample` k > 1 (how dynamic sampling was asked for before `allocation`)."""
+        if self.allocation == "uniform" and self.search_oversample > 1:
+            return "dynamic"
+        return self.allocation
+
+    @property
     def problems_per_step(self) -> int:
         """Distinct problems a step draws: k·B_p (`search_oversample` k), B_p when k = 1."""
         return self.search_oversample * self.B_p
 
     @property
     def rollouts_per_step(self) -> int:
-        """Rollouts generated per optimizer step, k·B_p·n: B when `search_oversample` is 1."""
+        """Rollouts generated per optimizer step: B = B_p·n (`uniform`, `variance`), k·B
+        (`dynamic`), k·B_p·pilot + B_p·(n − pilot) (`early_stop`); B of them are trained on."""
+        if self.allocation == "early_stop":
+            pilot = pilot_size(self.n)
+            return self.search_oversample * self.B_p * pilot + self.B_p * (self.n - pilot)
         return self.search_oversample * self.B
 
     @property
@@ -245,6 +276,8 @@ class RunConfig:
         for added, default in ADDED_FIELDS.items():
             if resolved[added] == default:  # added later: runs before it keep their keys
                 del resolved[added]
+        if self.allocation == "dynamic" and self.search_oversample > 1:
+            resolved.pop("allocation")  # what search_oversample k > 1 alone meant before
         from isolab.tasks import card
 
         if card.is_card(self.task):  # the card's content and data, not where it lies
@@ -261,7 +294,8 @@ class RunConfig:
         """A name a person can read: `tiny-m·easy·n8·bp16` (a model's long path is cut to its
         end: MLflow keeps 250 characters of a run name)."""
         model = self.model if len(self.model) <= 120 else "…" + self.model[-119:]
-        return f"{model}·{self.split}·n{self.n}·bp{self.B_p}"
+        name = f"{model}·{self.split}·n{self.n}·bp{self.B_p}"
+        return name if self.allocator == "uniform" else f"{name}·{self.allocator}"
 
     def replace(self, **changes: Any) -> RunConfig:
         return dataclasses.replace(self, **changes)

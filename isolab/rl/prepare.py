@@ -12,6 +12,7 @@ from isolab import difficulty, models
 from isolab.compute.shapes import LORA_TARGETS
 from isolab.config import RunConfig, is_user_reward, reward_parts
 from isolab.rl import engines
+from isolab.rl.allocation import prompt_key
 from isolab.rl.user_rewards import PREFLIGHT_PROBLEMS
 from isolab.tasks import Task
 from isolab.tasks.base import as_text
@@ -134,6 +135,23 @@ def prepare(cfg: RunConfig):
             "chat_template in its tokenizer_config.json, or a chat_template.jinja)."
         )
     return model, tok, task, train_problems, val_problems
+
+
+def base_priors(cfg: RunConfig, task: Task, problems: list) -> dict[str, float]:
+    """The base model's avg@16 of each training problem, by `allocation.prompt_key`: where the
+    per-prompt allocators start their estimates (`isolab.rl.allocation.Beliefs`); none for
+    split `all`, whose problems were never labelled."""
+    if cfg.split == "all":
+        return {}
+    splits = difficulty.load_or_label(
+        cfg.model,
+        cfg.task,
+        cfg.pool_size,
+        data_dir=cfg.data_dir,
+        trust_remote_code=cfg.trust_remote_code,
+    )
+    avg = {p.id: a for p, a in zip(splits.problems, splits.avg, strict=True)}
+    return {prompt_key(task.prompt(p)): avg[p.id] for p in problems if p.id in avg}
 
 
 def peft_config(cfg: RunConfig):

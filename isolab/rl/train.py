@@ -36,8 +36,16 @@ from isolab.compute.shapes import lora_spec
 from isolab.config import RunConfig
 from isolab.models.reward import reward_model_config_for
 from isolab.rl import engines, ranks, vllm_cpu
+from isolab.rl.allocation import Beliefs
 from isolab.rl.evaluate import Evaluator
-from isolab.rl.prepare import grpo_args, max_prompt_tokens, peft_config, preflight_problems, prepare
+from isolab.rl.prepare import (
+    base_priors,
+    grpo_args,
+    max_prompt_tokens,
+    peft_config,
+    preflight_problems,
+    prepare,
+)
 from isolab.rl.rewards import get_rewards, prm
 from isolab.rl.trainer import (
     Checkpointing,
@@ -202,6 +210,9 @@ def train(
                 }
             )
             trainer.search_oversample = cfg.search_oversample  # read when train() starts
+            trainer.allocation = cfg.allocator
+            if cfg.allocator in ("early_stop", "variance"):
+                trainer.beliefs = Beliefs(base_priors(cfg, task, train_problems))
             callback.trainer = trainer
             if vllm_on_cpu:  # vLLM serves the weights of each sync, whatever its kernels
                 gemm = vllm_cpu.follow_syncs(trainer.vllm_generation)

@@ -1,4 +1,4 @@
-"""The nine curated studies (one per notebook), their sweeps at each scale, and where their
+"""The ten curated studies (one per notebook), their sweeps at each scale, and where their
 specs, snapshots and results live."""
 
 from __future__ import annotations
@@ -169,6 +169,20 @@ STUDIES: dict[str, Study] = {
             sweeps=("main", "mix", "never"),
             package="mixtures",
             source="nstar",
+        ),
+        Study(
+            "allocation",
+            "10_allocation",
+            "Per-prompt allocation: uniform n against adaptive allocators at equal FLOPs",
+            "Whether spending a step's rollouts unevenly across its problems (`allocation`: "
+            "DAPO's dynamic sampling, SARA-like early stopping, a knapsack-like variance split) "
+            "reaches the avg@4 of the best uniform n with fewer FLOPs, every generated rollout "
+            "charged, the discarded ones included. The per-prompt papers (Knapsack RL, VIP, "
+            "SARA, Pilot-Commit) report savings in rollouts or steps, not at equal FLOPs. "
+            "`main`: uniform n = 4, 8, 16 and the three allocators at n = 8, B = 128, on Easy, "
+            "Hard and their mix, 3 seeds, IsoFLOP.",
+            sweeps=("main",),
+            package="allocation",
         ),
     )
 }

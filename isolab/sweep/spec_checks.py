@@ -122,7 +122,7 @@ def check_combos(
             name = "B" if "B" in combo else "B_p"
             raise SpecError(f"{where}.{name}", "sweep either B (B_p = B / n) or B_p, not both.")
         # in combos[0]'s order, so that a repeat in another order is seen and shown alike
-        typed = {k: _typed(f"{where}.{yaml_key(k)}", k, combo[k], base) for k in first}
+        typed = {k: _typed(f"{where}.{yaml_key(k)}", k, combo[k], base, combo) for k in first}
         for j, other in enumerate(out):
             if repr(other) == repr(typed):
                 raise SpecError(where, f"{brief(combo)} repeats combos[{j}]; remove one.")
@@ -144,9 +144,12 @@ def _check_sweepable(where: str, name: Any, what: str) -> None:
         raise SpecError(where, f"unknown {what}. {reason}Sweepable fields: {', '.join(AXES)}.")
 
 
-def _typed(where: str, name: str, value: Any, base: RunConfig) -> Any:
-    """`value` typed as RunConfig field `name`: alone it must make a valid config (n ≥ 2, a known
-    recipe…); `B` is an integer ≥ 2."""
+def _typed(
+    where: str, name: str, value: Any, base: RunConfig, combo: dict[str, Any] | None = None
+) -> Any:
+    """`value` typed as RunConfig field `name`: alone, or with the rest of its `combo` where
+    only the fields together make sense (`allocation: dynamic` with its `search_oversample`), it
+    must make a valid config (n ≥ 2, a known recipe…); `B` is an integer ≥ 2."""
     if name == "B":
         if isinstance(value, bool) or not isinstance(value, int) or value < 2:
             raise SpecError(where, f"B = {brief(value)}: batches are integers ≥ 2.")
@@ -154,7 +157,11 @@ def _typed(where: str, name: str, value: Any, base: RunConfig) -> Any:
     try:
         return getattr(base.with_overrides(**{name: value}), name)
     except (ValueError, TypeError) as exc:
-        raise SpecError(where, str(exc)) from exc
+        together = {k: v for k, v in (combo or {}).items() if k != "B"}
+        try:
+            return getattr(base.with_overrides(**{**together, name: value}), name)
+        except (ValueError, TypeError):
+            raise SpecError(where, str(exc)) from exc
 
 
 def field_in(message: str) -> str:
