@@ -99,6 +99,8 @@ def adaptive_cmd(
         exit_interrupted()
     for r in report.settings:
         _print_setting(r, plan.spec.metric)
+    for sentence in report.answer:  # word for word the experiment's description
+        console.print(safe(sentence, 2000))
     console.print(
         f"[green]done[/] in {duration(report.wall_s)}: {report.spent / report.grid:.0%} of the "
         "full grid's compute"

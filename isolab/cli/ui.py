@@ -8,8 +8,10 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -42,6 +44,7 @@ def ui(
     the artifact proxy is off (`--no-serve-artifacts`), and the UI reads a run's artifacts
     from the store's own artifact root."""
     from isolab.tracking import artifact_root, resolve_uri
+    from isolab.tracking.ui_mode import APP_NAME, app_path
 
     if _port_taken(port):  # another process there would answer /health for us
         fail(
@@ -67,6 +70,9 @@ def ui(
         # folder the UI starts in, from any local process; the UI needs none of it to show a
         # local store's artifacts (the server reads them from the store's artifact root)
         "--no-serve-artifacts",
+        # MLflow's app, its start page opening in model-training mode (`tracking.ui_mode`)
+        "--app-name",
+        APP_NAME,
     ]
     root = artifact_root(uri)
     if root:  # a local store keeps its artifacts beside it; the UI must look there too
@@ -75,7 +81,8 @@ def ui(
     console.print(
         f"Starting the MLflow UI for the store {safe(uri)} (it takes 10–60 s); Ctrl-C stops it."
     )
-    raise typer.Exit(_serve(cmd, base, uri))
+    with tempfile.TemporaryDirectory(prefix="isolab-ui-") as folder:
+        raise typer.Exit(_serve(cmd, base, uri, app_path(Path(folder))))
 
 
 def _experiment_links(uri: str, base: str, count: int = 10) -> list[tuple[str, str]]:
@@ -131,10 +138,11 @@ def _answers(base: str) -> bool:
         return False
 
 
-def _serve(cmd: list[str], base: str, uri: str) -> int:
-    """Run the MLflow server in a process group of its own, say "ready" with the links once
-    it answers, and stop that whole group (the server, uvicorn and its workers) when this
-    process gets SIGINT, SIGTERM or SIGHUP."""
+def _serve(cmd: list[str], base: str, uri: str, app_folder: Path) -> int:
+    """Run the MLflow server in a process group of its own, its app found in `app_folder`
+    (`ui_mode.app_path`), say "ready" with the links once it answers, and stop that whole
+    group (the server, uvicorn and its workers) when this process gets SIGINT, SIGTERM or
+    SIGHUP."""
     import signal
 
     # A session (so a process group) of its own: `os.killpg` stops the server with uvicorn and
@@ -144,6 +152,7 @@ def _serve(cmd: list[str], base: str, uri: str) -> int:
     # MLFLOW_SERVER_ENABLE_JOB_EXECUTION=true in the shell turns it back on.
     env = dict(os.environ)
     env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(app_folder), env.get("PYTHONPATH")) if p)
     server = subprocess.Popen(cmd, start_new_session=True, env=env)
 
     def stop(signum, frame) -> None:

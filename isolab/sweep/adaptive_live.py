@@ -104,8 +104,12 @@ class SettingResult:
 
 @dataclass(frozen=True)
 class LiveReport:
+    """A finished adaptive sweep: its settings, its wall time and `answer`, the statements its
+    MLflow description carries (`finish_adaptive`)."""
+
     settings: list[SettingResult]
     wall_s: float
+    answer: tuple[str, ...] = ()
 
     @property
     def spent(self) -> float:
@@ -318,10 +322,30 @@ def run_adaptive(
         except BaseException:  # Ctrl-C, a failed run: the sweep is not done
             finish_parent(spec.name, parent, uri, interrupted=True)
             raise
-        report = LiveReport(results, time.perf_counter() - t0)
-        client(uri).set_tag(parent, FRACTION_TAG, f"{report.spent / report.grid:.4f}")
-        finish_parent(spec.name, parent, uri)
-    return report
+        wall_s = time.perf_counter() - t0
+        spent, grid = sum(r.spent for r in results), sum(r.grid for r in results)
+        answer = finish_adaptive(spec.name, parent, uri, spec.metric, spent / grid)
+    return LiveReport(results, wall_s, answer)
+
+
+def finish_adaptive(
+    experiment: str, parent: str, uri: str, metric: str, fraction: float
+) -> tuple[str, ...]:
+    """An adaptive sweep has run every point: its `parent` gets the compute `fraction` spent,
+    ends FINISHED with its points table, and the experiment's description states the answer
+    as a plain sweep's does, from the same function (`isolab.frontier.answer.sweep_answers`:
+    the sentence `isolab frontier` and `isolab report` print). It reads the FINISHED runs, the
+    arms run to the budget (a stopped arm's runs end KILLED), as those commands do by default.
+    Returns the statements (none where fewer than two n reached the budget: the description
+    then sends the reader to `isolab report`)."""
+    from isolab.frontier.answer import sweep_answers
+    from isolab.tracking import client
+    from isolab.tracking.parents import finish_parent
+
+    client(uri).set_tag(parent, FRACTION_TAG, f"{fraction:.4f}")
+    answer = sweep_answers(experiment, uri, metric)
+    finish_parent(experiment, parent, uri, answer=answer)
+    return answer
 
 
 def _run_settings(

@@ -1,7 +1,7 @@
 """A measured wall-time estimate: a short probe of the sweep's own model on this machine.
 
-`Timing`'s defaults were measured with tiny-m; a real LM is orders of magnitude slower per
-rollout (`sweep plan` once estimated 8 s for a SmolLM2 run that took 159 s). `probe_timing`
+`Timing`'s defaults are fitted to the tiny presets' CPU sweeps; a real LM is orders of
+magnitude slower per rollout (`sweep plan` once estimated 8 s for a SmolLM2 run that took 159 s). `probe_timing`
 loads the model, generates one batch of the task's prompts freely (untimed: its mean completion
 length is recorded for the plans, `isolab.sweep.lengths`), then at full completion length, runs
 one forward and backward pass over it and one AdamW step, and turns those times into a `Timing`:

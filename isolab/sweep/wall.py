@@ -39,9 +39,9 @@ def timing_of(
     """The `Timing` of a point's wall-time estimate and where it comes from: the spec's own
     when it gives one (`--probe` puts its measurement there), else a probe of the point's model,
     task and completion length cached on this machine (`isolab.sweep.probe`), else the defaults
-    for the tiny arithmetic presets they were measured with. Any other model (SmolLM2, a hub id,
-    `tiny-chat`'s few-hundred-byte prompts) is `unknown`: `Timing()` then only weighs the point
-    in a progress bar.
+    for the tiny arithmetic presets, fitted to their committed CPU sweeps. Any other model
+    (SmolLM2, a hub id, `tiny-chat`'s few-hundred-byte prompts) is `unknown`: `Timing()` then
+    only weighs the point in a progress bar.
 
     A probe times completions at the cap; with a measured mean `completion_len`
     (`isolab.sweep.lengths`) its per-rollout and per-sample times are scaled to it (generation

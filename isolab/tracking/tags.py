@@ -36,8 +36,9 @@ STOP_REASON_TAG = "isolab.adaptive.reason"
 SCHEDULED = "SCHEDULED"
 #: On runs (and the sweep parent) an import wrote: the snapshot folder's name.
 IMPORTED_FROM_TAG = "isolab.imported_from"
-#: MLflow 3 opens an experiment on the page its kind asks for: these are model training runs
-#: (the runs table), not GenAI traces.
+#: The experiment's kind for MLflow 3: model training runs (the runs table), not GenAI traces.
+#: MLflow 3.17 does not read it while its GenAI / Model training switch exists: the mode comes
+#: from the URL or the browser (`isolab.tracking.ui_mode`); a UI without the switch reads it.
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 
 

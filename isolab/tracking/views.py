@@ -24,7 +24,8 @@ isolab writes it from n (`colour_tags`): one colour per n, viridis over log₂ n
 every sweep. Links open MLflow's model-training mode (`ML_MODE`): MLflow 3.17 picks its mode
 from the URL's `workflowType`, else from the browser's last choice (its local storage, GenAI
 until a person switches); the experiment's `mlflow.experimentKind` tag only counts where that
-switch is off.
+switch is off. `isolab ui` stores model training as that choice where a browser has none
+(`isolab.tracking.ui_mode`), so that a run opened from the runs table opens in it too.
 """
 
 from __future__ import annotations
@@ -87,11 +88,13 @@ COLOURS_NOTE = (
     "Charts colour each run by its n: dark purple for small n, to green and yellow for large n."
 )
 #: What an experiment's description says of MLflow's mode: a run opened from MLflow's own runs
-#: table carries no `workflowType`, and opens in GenAI mode until the browser has been switched
-#: once (checked in MLflow 3.17.2: the switch is then kept in its local storage).
+#: table carries no `workflowType`, and opens in the browser's stored mode: model training under
+#: `isolab ui` (`ui_mode`), GenAI under another server until the browser has been switched once
+#: (checked in MLflow 3.17.2: the switch is then kept in its local storage).
 MODE_NOTE = (
-    "A run opened from MLflow's runs table shows MLflow's GenAI menus until this browser has "
-    "picked **Model training** once (the switch at the top left; MLflow remembers it); "
+    "Served by `isolab ui`, MLflow opens in its **Model training** mode; under another server, "
+    "a run opened from MLflow's runs table shows MLflow's GenAI menus until this browser has "
+    "picked **Model training** once (the switch at the top left; MLflow remembers it). "
     "isolab's own links open in it."
 )
 
