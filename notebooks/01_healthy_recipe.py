@@ -25,14 +25,14 @@
 # neither on Hard sets; learning rate η = η_base·sqrt(B / B_base), which beat constant and
 # linear scaling. isolab's `recipe: auto` and `lr_scaling: sqrt` are these choices.
 #
-# **Three sweeps.** `regularisers`: recipe on/off × Easy/Hard, 24 seeds. `lr-scaling`: const /
-# sqrt / linear × B = 16, 64, 256 on Easy, 12 seeds (the old testbed: kept as the record of a
-# contest of rules that a referee rejected). `lr-grid`, pre-registered on the new testbed: seven
-# learning rates 2× apart at each of B = 32, 128, 512, 2,048 (n = 8, Easy, 3 seeds), which
-# locates the best lr at each B and tests its exponent in B against 0, 0.5 and 1. Every arm
-# runs every seed, and a seed fixes the data order and the sampling draws, so arms are compared
-# within seeds (`isolab.verdicts`). At cpu scale about 70 minutes with 2 workers for the first
-# two and 80 for the grid, or seconds from `runs/healthy-recipe/cpu/`.
+# **Three sweeps.** `regularisers`: the recipe on and off, per split. `lr-scaling`: constant,
+# sqrt and linear scaling of the learning rate across batch sizes (the old testbed: kept as the
+# record of a contest of rules that a referee rejected). `lr-grid`, pre-registered on the new
+# testbed: learning rates 2× apart at each of several batch sizes, which locates the best lr
+# at each B and tests its exponent in B against 0, 0.5 and 1. Every arm runs every seed, and a
+# seed fixes the data order and the sampling draws, so arms are compared within seeds
+# (`isolab.verdicts`). Their planned points and budgets are in the table below (`studies/healthy-recipe/<scale>/`); the runs
+# analysed are described from their own tables once read, with what each claim's test lacks.
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | gpu
@@ -45,11 +45,18 @@ runs = None  # your own sweep instead: an MLflow experiment or a snapshot folder
 from isolab import study
 
 recipe = study.get("healthy-recipe")
-study.describe(recipe, scale)
+study.describe(recipe, scale) if runs is None else None  # the curated sweeps' plan
 
 # %%
 data = study.collect(recipe, scale, workers=workers, rerun=rerun, runs=runs)
 report = study.analyse(recipe, data, scale)
+
+# %%
+from IPython.display import Markdown
+
+from isolab.study.describe import describe_runs
+
+Markdown(describe_runs(recipe, data))
 
 # %% [markdown]
 # ## KL + entropy on or off, per split

@@ -36,16 +36,13 @@
 # last two doublings below 0.01 avg@4 per doubling at its upper bound). Where nothing has
 # plateaued, the claim is untested at this scale, not disagreed.
 #
-# **Scales.** `smoke`: CI, about a minute. `cpu` (issue 27's testbed, in the Playbook's regime):
-# tiny-m on the Easy and Hard splits of a 96,000-problem pool (5,360 Easy / 52,492 Hard
-# training problems, so no run sees a problem more than a few times), lr_base 5e-5 with √B
-# scaling and a gradient clip at 5.0 (from the pilot, `studies/pilot/lr-cpu.yaml`), 300
-# validation problems × 16 samples, and two sweeps — `main`, n ∈ {2…128} × B_p ∈ {16, 64}
-# (B ≤ 2,048) to 65,536 rollouts at nine common checkpoints, 3 seeds (72 runs, ≈ 7 h with 2
-# workers), and `long`, n = 4 at B_p = 16 to 131,072 rollouts, 8 seeds per split (the gate) —
-# or a few seconds when `runs/nstar/cpu/` holds the committed snapshots. Until the new sweeps
-# land there, the snapshots are the first testbed's (316 Easy problems, n ≤ 32), which the
-# restated tests cannot call (README). `gpu`: SmolLM2-135M-Instruct on GSM8K.
+# **Sweeps.** `main`, an n × B_p grid at equal rollouts evaluated at common checkpoints, per
+# split; `long`, n = 4 run further than `main` over more seeds (the saturation gate). Their
+# specs, per scale, are under `studies/nstar/<scale>/` (`smoke`: CI; `cpu`: issue 27's testbed,
+# tiny models in the Playbook's regime; `gpu`: SmolLM2-135M-Instruct on GSM8K): the table below
+# gives their planned points and budgets, and the runs actually analysed — committed
+# snapshots, the sweeps run now, or your own sweep (`runs`) — are described from their own
+# tables once read, with what each claim's test lacks in them.
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | gpu
@@ -58,17 +55,25 @@ runs = None  # your own sweep over n (and B_p) instead: an MLflow experiment or 
 from isolab import study
 
 nstar = study.get("nstar")
-study.describe(nstar, scale)
+study.describe(nstar, scale) if runs is None else None  # the curated sweeps' plan
 
 # %% [markdown]
 # The runs: read from the snapshots when they exist, otherwise the sweeps run now (resumable:
-# points already finished in the MLflow store are skipped). One row per run × evaluation; the
-# analysis reads both sweeps as one table, every run at every compute it reached (runs trained
-# on a cut pool, `train_limit`, apart: see the saturation section).
+# points already finished in the MLflow store are skipped), or your own sweep read as `main`.
+# One row per run × evaluation; the analysis reads the sweeps as one table, every run at every
+# compute it reached (runs trained on a cut pool, `train_limit`, apart: see the saturation
+# section). What they hold, and what each claim's test lacks in them, written from the runs:
 
 # %%
 data = study.collect(nstar, scale, workers=workers, rerun=rerun, runs=runs)
 data["main"].select("split", "n", "B_p", "M", "step", "compute/rollouts", "eval/avg@4")
+
+# %%
+from IPython.display import Markdown
+
+from isolab.study.describe import describe_runs
+
+Markdown(describe_runs(nstar, data))
 
 # %%
 report = study.analyse(nstar, data, scale)
@@ -90,23 +95,22 @@ report.figure("frontier")
 report.figure("n_star")
 
 # %% [markdown]
-# The per-n fits behind the envelope (Easy split; your own sweep's, split `all`):
+# The per-n fits behind the envelope (the Easy split where the runs have one, else theirs):
 
 # %%
 report.tables.get("per_n_easy", report.tables.get("per_n_all"))
 
 # %% [markdown]
 # ## The saturation gate
-# n = 4's `long` runs (8 seeds per split, to twice main's compute) with, per split, the gain
-# per doubling of C over the last two doublings and its upper bound: where that bound is below
-# 0.01 avg@4 the curve has plateaued and the n\* test runs from a quarter of that compute on.
-# (The first testbed's `long` runs trained on a cut pool, `train_limit`, and memorised it:
-# such runs never enter the frontier or the tests.)
+# n = 4's `long` runs, where the runs hold them, with, per split, the gain per doubling of C
+# over the last two doublings and its upper bound: where that bound is below 0.01 avg@4 the
+# curve has plateaued and the n\* test runs from a quarter of that compute on. (Runs trained on
+# a cut pool, `train_limit`, memorise it: such runs never enter the frontier or the tests.)
 
 # %%
 from IPython.display import display
 
-if "saturation" in report.figures:  # the smoke scale trains on the whole pool
+if "saturation" in report.figures:  # drawn only where runs trained on a cut pool
     display(report.figure("saturation"), report.tables["plateaus"])
 
 # %% [markdown]
@@ -174,12 +178,13 @@ print(f"Replayed with {rule.text}, " + "; ".join(stops) + f"; it {best}, and {n_
 
 # %% [markdown]
 # ## The crossover scout (pre-registered, issue 45)
-# Nothing above plateaus by 131,072 rollouts, so "n* grows" is untested on main. The scout
-# (`studies/nstar/cpu/scout.yaml`, committed before its runs) looks further: Easy, B_p = 16,
-# n ∈ {4, 8, 16}, 2 seeds, one learning rate for every n, to 741,376 rollouts. Its call is the
-# crossing test's, with the larger n ahead at some C ≥ 65,536, read by
-# `scripts/scout_call.py` (written before any n = 8 or 16 run was read) only once all six runs
-# have landed; D_b is the seed-paired advantage of n_b over n = 4, Σlr the summed learning rate.
+# Where the `long` runs have not plateaued, "n* grows" is untested on `main`. On the curated
+# cpu testbed only (nothing runs here on your own sweep), a scout looks further: its design —
+# n = 4 against larger n on Easy, one learning rate for every n, far past `main`'s compute — is
+# fixed in `studies/nstar/cpu/scout.yaml`, committed before its runs. Its call is the crossing
+# test's, with the larger n ahead at some C beyond `main`'s, read by `scripts/scout_call.py`
+# (written before any larger-n run was read) only once all its runs have landed; D_b is the
+# seed-paired advantage of n_b over n = 4, Σlr the summed learning rate.
 
 # %%
 import subprocess

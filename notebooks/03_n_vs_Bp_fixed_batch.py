@@ -26,11 +26,10 @@
 # large B_p and many steps a large n (n\*(M) is a sigmoid); on Hard sets the best n is
 # non-monotone in M; B_p matters little in a moderate range at fixed n.
 #
-# **Runs.** This study re-analyses the runs of `nstar` (issue 27): its grid B_p ∈ {16, 64} ×
-# n ∈ 2…128 (B ≤ 2,048) holds five fixed-B pairs, B = 128 … 2,048, each with B_p ≥ 16 (the
-# first testbed split B = 64 down to B_p = 1, which the Playbook never does). `smoke`: CI,
-# nstar's smoke grid (no fixed-B pair: the tests say so). `cpu`: tiny-m on the 96,000-problem
-# pool, seconds from nstar's snapshot in `runs/nstar/cpu/`.
+# **Runs.** This study re-analyses the runs of `nstar` (notebook 02), or your own sweep: two
+# configurations with the same B = B_p·n and different n form a fixed-B pair. The runs
+# analysed are described from their own tables once read; where they hold no fixed-B pair, the
+# tests say so.
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | gpu
@@ -43,11 +42,18 @@ runs = None  # your own sweep instead: an MLflow experiment or a snapshot folder
 from isolab import study
 
 tradeoff = study.get("n-vs-bp")
-study.describe(tradeoff, scale)
+study.describe(tradeoff, scale) if runs is None else None  # the curated sweeps' plan
 
 # %%
 data = study.collect(tradeoff, scale, workers=workers, rerun=rerun, runs=runs)
 report = study.analyse(tradeoff, data, scale)
+
+# %%
+from IPython.display import Markdown
+
+from isolab.study.describe import describe_runs
+
+Markdown(describe_runs(tradeoff, data))
 
 # %% [markdown]
 # ## Reward against M for every split of the batch

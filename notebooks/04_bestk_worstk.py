@@ -32,8 +32,7 @@
 # moves both, so their sign only repeats n's effect on avg@4 (the first testbed's test did
 # that). The mechanism is a ratio (`isolab.study.bestk_worstk.mechanism`): how much more best@4 (Hard) or
 # worst@4 (Easy) moves per unit of avg@4 when n moves it than when more compute moves it by
-# the same amount. On the 24 seed-0 runs of the new grid (README, one seed, untested), Hard's
-# best@4 peaks at n = 16 while its worst@4 falls from 0.04 to 0.001 as n grows: coverage.
+# the same amount.
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | gpu
@@ -46,11 +45,18 @@ runs = None  # your own sweep instead: an MLflow experiment or a snapshot folder
 from isolab import study
 
 effect = study.get("bestk-worstk")
-study.describe(effect, scale)
+study.describe(effect, scale) if runs is None else None  # the curated sweeps' plan
 
 # %%
 data = study.collect(effect, scale, workers=workers, rerun=rerun, runs=runs)
 report = study.analyse(effect, data, scale)
+
+# %%
+from IPython.display import Markdown
+
+from isolab.study.describe import describe_runs
+
+Markdown(describe_runs(effect, data))
 
 # %% [markdown]
 # ## n\*(C) under each metric
@@ -67,7 +73,7 @@ report.figure("metric_effect")
 report.figure("by_n")
 
 # %% [markdown]
-# The fitted saturation per metric (Easy split; your own sweep's, split `all`):
+# The fitted saturation per metric (the Easy split where the runs have one, else theirs):
 
 # %%
 report.tables.get("saturation_easy", report.tables.get("saturation_all"))

@@ -29,19 +29,18 @@
 #
 # **Here.** ρ moves with the update passes per batch (μ = 1, 2, 4) and with the reward model's
 # cost: `orm` / `prm` are tiny reward models isolab trains, `proxy-prm` charges a model 4× the
-# policy. At cpu scale (lr_base 1.5e-4, every Easy validation problem × 16 samples) 198 + 12
-# runs (11 seeds on the full grid), about an hour with 2 workers, or seconds from
-# `runs/reward-rho/cpu/`.
+# policy. Two sweeps: `full`, the grid, and `pilot`, RACE's small grid. Their planned points and budgets are in the table below (`studies/reward-rho/<scale>/`); the runs
+# analysed are described from their own tables once read, with what each claim's test lacks.
 #
 # **The test.** The paper's claim is about where each class of systems has its optimum, so the
 # test locates one: a quadratic in logit ρ per class (rule-based: sparse, structured, dense;
 # model-based: orm, prm, proxy-prm), its vertex ρ*, and Δ = logit ρ*_rule − logit ρ*_model
 # (the paper's 1.19), refused unless both optima are interior. Beside it the same test on
 # ln(C_learning / C_search), where the reward model's FLOPs do not count, says how much of a gap
-# is the reward model's bill rather than a different preference. μ alone cannot bracket the
-# optimum (the committed runs peak at their lowest ρ), so the spec now pre-registers six
-# (k, μ) pairs — dynamic sampling k lowers ρ, μ raises it — whose runs have not landed yet: the
-# snapshot shown is the earlier μ-only grid, on which both tests refuse.
+# is the reward model's bill rather than a different preference. μ alone may not bracket the
+# optimum (runs can peak at their lowest ρ), so the cpu spec pre-registers (k, μ) pairs —
+# dynamic sampling k lowers ρ, μ raises it; where the runs analysed bracket no optimum, both
+# tests refuse and say so.
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | gpu
@@ -54,11 +53,18 @@ runs = None  # your own sweep instead: an MLflow experiment or a snapshot folder
 from isolab import study
 
 rho = study.get("reward-rho")
-study.describe(rho, scale)
+study.describe(rho, scale) if runs is None else None  # the curated sweeps' plan
 
 # %%
 data = study.collect(rho, scale, workers=workers, rerun=rerun, runs=runs)
 report = study.analyse(rho, data, scale)
+
+# %%
+from IPython.display import Markdown
+
+from isolab.study.describe import describe_runs
+
+Markdown(describe_runs(rho, data))
 
 # %% [markdown]
 # Where each run's FLOPs went (at its budget) and what it reached:

@@ -24,11 +24,10 @@
 # **Paper.** Wilhelm & Kao (arXiv 2607.13389): the best allocation depends jointly on model
 # size, reward design and target; there is no universal recipe.
 #
-# **Here.** tiny-s (0.08M), tiny-m (0.66M) and tiny-l (2.2M parameters), each with n = 4 and
-# 16, on the whole problem pool so all three are scored on the same problems, at tiny-m's pilot
-# learning rate (lr_base 1.5e-4) and 200 validation problems × 16 samples. At cpu scale 24
-# runs (4 seeds), about 17 minutes with 2 workers (tiny-s's many cheap steps dominate), or
-# seconds from `runs/model-size/cpu/`.
+# **Here.** tiny-s (0.08M), tiny-m (0.66M) and tiny-l (2.2M parameters) at a few values of n,
+# on the whole problem pool so all three are scored on the same problems, at tiny-m's pilot
+# learning rate. Their planned points and budgets are in the table below (`studies/model-size/<scale>/`); the runs
+# analysed are described from their own tables once read, with what each claim's test lacks.
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | gpu
@@ -41,11 +40,18 @@ runs = None  # your own sweep instead: an MLflow experiment or a snapshot folder
 from isolab import study
 
 size = study.get("model-size")
-study.describe(size, scale)
+study.describe(size, scale) if runs is None else None  # the curated sweeps' plan
 
 # %%
 data = study.collect(size, scale, workers=workers, rerun=rerun, runs=runs)
 report = study.analyse(size, data, scale)
+
+# %%
+from IPython.display import Markdown
+
+from isolab.study.describe import describe_runs
+
+Markdown(describe_runs(size, data))
 
 # %% [markdown]
 # ## Reward against FLOPs, and what the budget bought

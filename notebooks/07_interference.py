@@ -25,11 +25,11 @@
 # **Paper.** IsoCompute Playbook (arXiv 2603.12151): updates on a mixture interfere; a larger
 # n spreads them more evenly across problems and mitigates this better than more steps M.
 #
-# **Data.** The per-problem counts every evaluation saves (300 validation problems × 16
-# samples at each checkpoint) of study `nstar`'s runs (notebook 02: n = 2 … 128, B_p = 16 and
-# 64, Easy and Hard, 3 seeds), and `seen`: three of its Easy arms (n = 2, 8, 32 at B_p = 16)
-# run again with their own first 300 training problems evaluated too. Nothing new is trained
-# when the snapshots exist.
+# **Data.** The per-problem counts every evaluation saves (each validation problem's correct
+# samples at each checkpoint) of study `nstar`'s runs (notebook 02), and `seen`: some of its
+# Easy arms run again with their own first training problems evaluated too. Nothing new is
+# trained when the snapshots exist; the runs analysed are described from their own tables once
+# read, with what each claim's test lacks.
 #
 # **The measure.** A *forgetting event* is a problem whose solve rate falls from one
 # checkpoint to the next beyond binomial noise (one-sided Fisher exact test, 5%). Even with no
@@ -53,11 +53,18 @@ runs = None  # your own sweep instead: an MLflow experiment or a snapshot folder
 from isolab import study
 
 forgetting = study.get("interference")
-study.describe(forgetting, scale)
+study.describe(forgetting, scale) if runs is None else None  # the curated sweeps' plan
 
 # %%
 data = study.collect(forgetting, scale, workers=workers, rerun=rerun, runs=runs)
 report = study.analyse(forgetting, data, scale)
+
+# %%
+from IPython.display import Markdown
+
+from isolab.study.describe import describe_runs
+
+Markdown(describe_runs(forgetting, data))
 
 # %% [markdown]
 # ## Forgetting events against compute, per n

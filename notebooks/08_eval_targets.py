@@ -24,19 +24,18 @@
 # **Paper.** Wilhelm & Kao (arXiv 2607.13389): the native training reward, downstream pass@1
 # on other benchmarks and a common judge of process quality pick different allocations.
 #
-# **Data.** Two sweeps of study `nstar`, the Hard arms of notebook 02's grid at B_p = 16,
-# n = 2 … 32, 3 seeds, the same configs and seeds:
-# - `targets`: a second evaluation set beside validation — 300 problems of a shifted
-#   distribution (sums of up to three operands; training draws two), 16 samples each, at every
-#   checkpoint;
+# **Data.** Two sweeps of study `nstar`, Hard arms of notebook 02's grid at one B_p, with the
+# same configs and seeds:
+# - `targets`: a second evaluation set beside validation — problems of a shifted distribution
+#   (sums of up to three operands; training draws two), at every checkpoint;
 # - `judge`: the same runs again with a third target, a judge of process quality — the shipped
 #   tiny PRM scores every evaluation completion (`eval_judge: tiny-prm`), and its mean score is
 #   logged as `eval/judge`. The judge's FLOPs are logged apart (`flops/judge`), never in the
 #   run's compute.
 #
-# Hard's optimum is inside notebook 02's grid; Easy's sits at its lower edge (n = 2), where no
-# difference of optima can be read. At cpu scale each sweep is 15 runs, about 30 minutes with 2
-# workers, or seconds from `runs/nstar/cpu/`.
+# A difference of optima can be read only where both lie inside the grid (notebook 02 shows
+# where each split's lies). Their planned points and budgets are in the table below (`studies/nstar/<scale>/`); the runs
+# analysed are described from their own tables once read, with what each claim's test lacks.
 #
 # **The test.** Each target's n* is the vertex of a quadratic in log2 n (+ a level per seed)
 # of the runs' last evaluations; the two fits share the runs, so their errors are correlated
@@ -57,11 +56,18 @@ runs = None  # your own sweep instead: an MLflow experiment or a snapshot folder
 from isolab import study
 
 targets = study.get("targets")
-study.describe(targets, scale)
+study.describe(targets, scale) if runs is None else None  # the curated sweeps' plan
 
 # %%
 data = study.collect(targets, scale, workers=workers, rerun=rerun, runs=runs)
 report = study.analyse(targets, data, scale)
+
+# %%
+from IPython.display import Markdown
+
+from isolab.study.describe import describe_runs
+
+Markdown(describe_runs(targets, data))
 
 # %% [markdown]
 # ## Each target at the budget against n, and the shifted target against compute

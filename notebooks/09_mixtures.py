@@ -26,15 +26,15 @@
 # mixtures, and finds that on hard problems a larger n is what expands coverage (best@k): it
 # finds the rare successes a small n never samples.
 #
-# **Data.** Three sweeps of study `nstar`, one design (tiny-m, 65,536 rollouts per run, 3
-# seeds):
-# - `main`: notebook 02's Easy and Hard runs, read at B_p = 16, n = 2 … 128;
+# **Data.** Three sweeps of study `nstar`, one design:
+# - `main`: notebook 02's Easy and Hard runs, read at the mix's B_p;
 # - `mix`: every Easy problem with as many Hard ones (1:1, each keeping its parent's
-#   train/validation cut), the same B_p and n (21 runs, about 50 minutes with 2 workers);
-# - `never`: the Hard problems the base solved in none of its 16 labelling samples,
-#   n = 2, 8, 32, evaluated with best@16 (9 runs, about 15 minutes).
+#   train/validation cut), the same B_p and n;
+# - `never`: the Hard problems the base solved in none of its labelling samples, at a few n,
+#   evaluated with best@16.
 #
-# At cpu scale every sweep is read in seconds from `runs/nstar/cpu/`.
+# Their planned points and budgets are in the table below (`studies/nstar/<scale>/`); the runs
+# analysed are described from their own tables once read, with what each claim's test lacks.
 #
 # **The tests.**
 # - *Mix between.* Each split's n* is the vertex of a quadratic in log2 n (+ a level per
@@ -58,11 +58,18 @@ runs = None  # your own sweep instead: an MLflow experiment or a snapshot folder
 from isolab import study
 
 mixtures = study.get("mixtures")
-study.describe(mixtures, scale)
+study.describe(mixtures, scale) if runs is None else None  # the curated sweeps' plan
 
 # %%
 data = study.collect(mixtures, scale, workers=workers, rerun=rerun, runs=runs)
 report = study.analyse(mixtures, data, scale)
+
+# %%
+from IPython.display import Markdown
+
+from isolab.study.describe import describe_runs
+
+Markdown(describe_runs(mixtures, data))
 
 # %% [markdown]
 # ## Easy, Hard and their mix at the budget against n, and the mix against compute
@@ -78,8 +85,8 @@ report.tables.get("mix_by_n")
 # %% [markdown]
 # ## Problems the base never solved: best@16 and avg@16 by n
 # Left: at the budget (dotted: the base at step 0). Right: best@16 against compute per n.
-# The labels come from 16 samples, so "never" is noisy: the base solves some of these problems
-# in 16 new samples.
+# The labels come from a few samples of the base, so "never" is noisy: the base can solve some
+# of these problems in new samples.
 
 # %%
 report.figure("never")
