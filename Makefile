@@ -70,19 +70,19 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(VENV)/bin/ruff format isolab tests benchmarks notebooks scripts
 	$(VENV)/bin/ruff check --fix isolab tests benchmarks notebooks scripts
-	$(VENV)/bin/jupytext --sync -q notebooks/0*.py
+	$(VENV)/bin/jupytext --sync -q notebooks/[0-9]*.py
 
 ui: $(STAMP)
 	$(ISOLAB) ui
 
-# Re-execute the eight notebooks in place at cpu scale: they re-plot from the committed
+# Re-execute the ten notebooks in place at cpu scale: they re-plot from the committed
 # snapshots under runs/ (about 15 s each), or run a sweep whose snapshot is missing.
 notebooks: $(STAMP)
-	for nb in notebooks/0*.ipynb; do $(VENV)/bin/papermill --cwd notebooks $$nb $$nb; done
+	for nb in notebooks/[0-9]*.ipynb; do $(VENV)/bin/papermill --cwd notebooks $$nb $$nb; done
 
 # Every study's cpu-scale sweeps, analysis and figures without Jupyter (resumable).
 studies: $(STAMP)
-	for s in healthy-recipe nstar n-vs-bp bestk-worstk reward-rho model-size interference targets mixtures; do \
+	for s in healthy-recipe nstar n-vs-bp bestk-worstk reward-rho model-size interference targets mixtures allocation; do \
 	  $(ISOLAB) study run $$s --scale cpu; done
 
 # JupyterLab on the notebooks (installed into .venv on first use).

@@ -17,7 +17,12 @@ of `isolab.study.reward_rho.worlds` (6 systems × 6 (k, μ) × 4 seeds), which t
 runs do not have. healthy.lr_sqrt draws the pre-registered (B, lr) grid of
 studies/healthy-recipe/cpu/lr-grid.yaml (`isolab.study.healthy_recipe.lr_exponent`: the committed lr-scaling
 runs are on the old testbed and refused by the claim's gate, which the worlds do not pass
-through), its null the exponent at either margin of the equivalence (0.25, 0.75).
+through), its null the exponent at either margin of the equivalence (0.25, 0.75). The allocation claims draw
+the pre-registered design of studies/allocation/cpu/main.yaml (`isolab.study.allocation.worlds`:
+3 splits × 6 arms × 3 seeds, each split's curve and noise from nstar's committed n = 8 runs):
+their null has every arm equal, where a `disagrees` is the best-uniform pick's bias (printed
+apart from the false `agrees`), and each is also run with the allocator reaching every avg@4 at
+0.7× and 0.5× the FLOPs, with the effect its design detects at 80% power.
 
 Per claim: the pure-noise null (every configuration on its group's mean curve; for an
 equivalence claim, the effect at its margin) and each structured null that applies to it
@@ -46,6 +51,7 @@ sys.path.insert(0, str(REPO))
 
 from isolab import study  # noqa: E402
 from isolab.metrics import clopper_pearson_upper  # noqa: E402
+from isolab.study.allocation import worlds as allocation_worlds  # noqa: E402
 from isolab.study.calibration import (  # noqa: E402
     PLANNED_SWEEPS,
     PLANTS,
@@ -121,6 +127,7 @@ def main() -> int:
                 "interference": "simulated per-problem counts on nstar's",
                 "reward-rho": "simulated (k, μ)",
                 "healthy-recipe": "simulated, on the pre-registered lr-grid",
+                "allocation": "simulated, on the pre-registered allocation/cpu/main",
             }.get(claim.study, "simulated, on the committed")
             if own
             else "planned"
@@ -133,6 +140,9 @@ def main() -> int:
         worst = max(worst, k / args.null)
         what = "effect at the margin" if claim.expected.startswith("≈") else "no effect"
         print(_line("null", k, args.null, what), flush=True)
+        if claim.study == "allocation":  # every arm equal: the best-uniform pick's bias shows
+            print(_line("null, agrees (false)", null["agrees"], args.null, ""), flush=True)
+            print(_line("null, disagrees", null["disagrees"], args.null, "(pick's bias)"))
         shift = cid.startswith("nstar.grows") and claim.split is not None
         if shift:
             calls = calibrate_shift(claim.split, setting, args.null, None, seed=1)
@@ -155,6 +165,12 @@ def main() -> int:
             f"(wrong sign {wrong})  {PLANTS[cid].describe} ({time.perf_counter() - t0:.0f} s)",
             flush=True,
         )
+        if claim.study == "allocation":  # power by FLOPs ratio, and the detectable effect
+            for ratio in allocation_worlds.RATIOS:
+                calls, mde = allocation_worlds.power(cid, ratio, args.planted, seed=200_000)
+                size = allocation_worlds.planted_effect(cid.removeprefix("allocation."), ratio)
+                what = f"planted +{size:.3f} avg@4; detectable at 80% power {mde:.3f}"
+                print(_line(f"power at {ratio}x the FLOPs", calls["agrees"], args.planted, what))
         if shift:
             calls = calibrate_shift(claim.split, setting, args.planted, PLANTS[cid].add, 100_000)
             print(_line("power, ungated", calls["agrees"], args.planted, ""), flush=True)

@@ -65,7 +65,7 @@ def test_the_wheel_carries_studies_notebooks_and_snapshots(installed):
     site, _ = installed
     bundle = site / "isolab" / "bundle"
     assert (bundle / "studies" / "nstar" / "cpu" / "main.yaml").is_file()
-    assert len(list((bundle / "notebooks").glob("0*.ipynb"))) == len(STUDIES)
+    assert len(list((bundle / "notebooks").glob("[0-9][0-9]_*.ipynb"))) == len(STUDIES)
     assert (bundle / "runs" / "nstar" / "cpu" / "main" / "runs.parquet").is_file()
     assert (site / "isolab" / "presets" / "tiny-m" / "model.safetensors").is_file()
 
@@ -79,7 +79,7 @@ def test_an_installed_isolab_works_from_an_empty_folder(installed, tmp_path):
     assert "nstar" in listed and "cpu ✓" in listed  # the shipped snapshots
     _run([*isolab, "init", "project"], tmp_path, env)
     project = tmp_path / "project"
-    assert len(list((project / "notebooks").glob("0*.ipynb"))) == len(STUDIES)
+    assert len(list((project / "notebooks").glob("[0-9][0-9]_*.ipynb"))) == len(STUDIES)
     assert (project / "runs" / "nstar" / "cpu" / "main" / "runs.parquet").is_file()
     # (re-plotting a snapshot: tests/test_readme_commands.py, tests/test_study.py)
     # the shipped base models come with the wheel: installed into the project's cache, checked

@@ -1,4 +1,4 @@
-"""The nine notebooks: paired with jupytext, parameterised for papermill, executed end to end at
+"""The ten notebooks: paired with jupytext, parameterised for papermill, executed end to end at
 smoke scale in a real Jupyter kernel (figures drawn, findings printed): one runs its sweep, the
 others read their committed smoke snapshots (`test_study` re-derives every study from them and
 runs the smoke sweeps themselves)."""
@@ -26,7 +26,7 @@ SNAPSHOTS = REPO / "tests" / "fixtures" / "smoke-snapshots"
 
 
 def test_every_study_has_a_paired_notebook():
-    assert len(NAMES) == len(study.STUDIES) == 9
+    assert len(NAMES) == len(study.STUDIES) == 10
     for name in NAMES:
         py, ipynb = NOTEBOOKS / f"{name}.py", NOTEBOOKS / f"{name}.ipynb"
         assert py.exists() and ipynb.exists(), f"{name}: run `jupytext --sync {py}`"
