@@ -5,7 +5,9 @@ seed averages, each run's final row, one training pool). Bottom layer (with `con
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import fields
+from types import SimpleNamespace
 from typing import Any, cast
 
 import polars as pl
@@ -63,23 +65,57 @@ def param_types() -> dict[str, type]:
     return {**out, **DERIVED_TYPES}
 
 
+#: The polars type of an added field's default, for the types `with_added_defaults` fills.
+LITERAL_TYPES: dict[type, type[pl.DataType]] = {int: pl.Int64, float: pl.Float64, str: pl.String}
+
+
 def with_added_defaults(df: pl.DataFrame) -> pl.DataFrame:
     """Runs logged before a field existed read as having its behaviour-preserving default
-    (`isolab.config.ADDED_FIELDS`: e.g. max_grad_norm 1.0, the clip they ran with), so that
-    old and new runs of one configuration fall in one group. Applies to tables of isolab runs
-    (those with a `run_key` column) only."""
+    (`isolab.config.ADDED_FIELDS`: e.g. max_grad_norm 1.0, the clip they ran with; allocation
+    `uniform`, which a run key also leaves out), so that old and new runs of one configuration
+    fall in one group; then `allocation` reads the allocator each run used (`with_allocator`).
+    Applies to tables of isolab runs (those with a `run_key` column) only."""
     if RUN_KEY not in df.columns:
         return df
     fills = []
     for name, default in ADDED_FIELDS.items():
-        if type(default) not in (int, float):  # numbers only: flags and paths are logged as text
+        kind = LITERAL_TYPES.get(type(default))
+        if kind is None:  # numbers and words only: a flag, a path or a mapping is logged as text
             continue
-        value = pl.lit(default, dtype=pl.Int64 if type(default) is int else pl.Float64)
-        if name in df.columns:
-            fills.append(pl.col(name).fill_null(value.cast(df.schema[name])).alias(name))
+        value = pl.lit(default, dtype=kind)
+        if name in df.columns:  # a column of nulls only (dtype Null) takes the default's type
+            target = df.schema[name]
+            fill = value if target == pl.Null else value.cast(target)
+            fills.append(pl.col(name).fill_null(fill).alias(name))
         else:
             fills.append(value.alias(name))
-    return df.with_columns(fills) if fills else df
+    return with_allocator(df.with_columns(fills) if fills else df)
+
+
+def _allocator(allocation: str, search_oversample: int) -> str:
+    """`RunConfig.allocator` of a run with these two fields: the rule stays in one place."""
+    rule = cast(Callable[[Any], str], RunConfig.allocator.fget)
+    return rule(SimpleNamespace(allocation=allocation, search_oversample=search_oversample))
+
+
+def with_allocator(df: pl.DataFrame) -> pl.DataFrame:
+    """`allocation` normalised in place to the allocator each run used (`RunConfig.allocator`):
+    `dynamic` for `uniform` with `search_oversample` k > 1, how DAPO's filter was asked for
+    before `allocation` existed (such runs read `uniform` from `with_added_defaults`) and a
+    spelling a config may still use. The two spellings share one run key (`RunConfig.run_key`),
+    so they are one configuration: normalised in place rather than in a second column, so that
+    they fall in one group (`allocation` is a configuration column) and `allocation` reads
+    what a run did."""
+    if "allocation" not in df.columns or "search_oversample" not in df.columns:
+        return df
+    pairs = df.select("allocation", "search_oversample").unique().drop_nulls().iter_rows()
+    expr = pl.col("allocation")
+    for allocation, k in pairs:
+        used = _allocator(allocation, k)
+        if used != allocation:
+            same = (pl.col("allocation") == allocation) & (pl.col("search_oversample") == k)
+            expr = pl.when(same).then(pl.lit(used)).otherwise(expr)
+    return df.with_columns(expr.alias("allocation"))
 
 
 def with_lr_sum(df: pl.DataFrame) -> pl.DataFrame:

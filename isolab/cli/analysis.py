@@ -103,7 +103,13 @@ def frontier_cmd(
     metric: Annotated[
         str, typer.Option(help="Reward column to analyse (eval/avg@4, eval/best@4, …).")
     ] = EVAL_AVG,
-    x: Annotated[str, typer.Option(help="Compute column.")] = ROLLOUTS,
+    x: Annotated[
+        str,
+        typer.Option(
+            help="Compute column; flops/total whenever the runs vary allocation (allocators "
+            "compare at equal FLOPs, not rollouts)."
+        ),
+    ] = ROLLOUTS,
     budget: Annotated[
         float | None,
         typer.Option(
@@ -145,6 +151,11 @@ def frontier_cmd(
     runs/nstar/cpu/main/), prints the tables and a recommendation, and writes figures, CSV
     tables and findings to an output folder of its own (never into the snapshot). The same
     report as `isolab.study.frontier.frontier_report`.
+
+    Runs that vary `allocation` (uniform, dynamic, early_stop, variance) are analysed per
+    allocator, each with its own frontier and recommendation, and compared at equal FLOPs
+    (flops/total, whatever --x says): the best allocator at the most FLOPs every one reaches,
+    with its n and B_p, and per allocator the share of FLOPs spent on discarded rollouts.
 
     The recommendation prints its own validation next to it (ScaleRL's protocol,
     `isolab.frontier.validate`): the same advice made from the runs up to C/2 and C/4, C the

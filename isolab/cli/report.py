@@ -41,7 +41,11 @@ def report_cmd(
     target: Target,
     metric: Metric = EVAL_AVG,
     x: Annotated[
-        str, typer.Option(help="Compute column: compute/rollouts, or flops/total.")
+        str,
+        typer.Option(
+            help="Compute column: compute/rollouts, or flops/total (always, where the runs "
+            "vary allocation)."
+        ),
     ] = ROLLOUTS,
     budget: Annotated[
         float | None,
@@ -67,6 +71,8 @@ def report_cmd(
     the stacked FLOP split (search / learning / reward) against compute, the avg/best/worst@k
     curves, the verdicts of the curated studies that analyse the experiment (with the effect
     each design can detect), and the runs table (n, B_p, M, seed, final metric, ρ, FLOPs).
+    Runs that vary `allocation` get a section of their own: the allocators' frontiers against
+    FLOPs, read at equal FLOPs, and a table per allocator with its discarded share.
     Figures are embedded PNGs; the page links nowhere.
 
     Example: isolab report runs/nstar/cpu/main --out nstar-main.html

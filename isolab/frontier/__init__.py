@@ -14,6 +14,8 @@ are polars. One module per subject:
   each n is fitted to and their seed replicates; `saturation`: the envelope, its running
   average and the saturation's interval;
 - `effects`: n*(C) under avg@k, best@k and worst@k; `tradeoff`: n vs B_p at a fixed batch;
+- `allocation`: runs that vary `allocation` (uniform, dynamic, early_stop, variance) read per
+  allocator, and the allocators compared at equal FLOPs with their discarded share;
 - `rho`: ρ = C_learning / C_total per reward system at equal FLOPs and the RACE pilot
   (Wilhelm & Kao, arXiv 2607.13389); `recommend`: the allocation at a budget, checked by
   `validate`: ScaleRL's held-out protocol (the advice made from the runs up to C/2 and C/4,

@@ -25,6 +25,7 @@ from isolab.frontier.validate import (
     with_standard_errors,
 )
 from isolab.table import as_float, finite_rows, require, to_polars
+from isolab.vocab import STEP
 
 #: GRPO's smallest group: its advantage is a reward minus the group's mean, which needs two
 #: rollouts per problem (`isolab.config.RunConfig` refuses n < 2 for that reason).
@@ -42,7 +43,8 @@ class Recommendation:
     Attributes:
         budget: compute budget in units of `x` (rollouts by default); the allocation and its
             numbers are for `advised_at`, which is the budget unless it was refused.
-        n, B_p, M: the allocation (n and B_p from the grid that was run; M = budget / (B_p·n)).
+        n, B_p, M: the allocation (n and B_p from the grid that was run; M the steps that spend
+            the budget, `steps_for`: budget / (B_p·n) in rollouts under uniform allocation).
         n_star, n_star_ci: the fitted n*(budget) and its bootstrap interval (at `ci_level`).
         expected: reward of the recommended n's fitted curve at the budget; NaN when that fit
             is flat (no rise beyond noise) or missing: then no point estimate is given.
@@ -227,6 +229,23 @@ def noise_hedges(options: pl.DataFrame, noise: Noise, y: str, at: float) -> list
     return out
 
 
+def steps_for(df: pl.DataFrame, budget: float, x: str, n: int, B_p: int) -> int:
+    """The optimizer steps M that spend `budget` (in units of `x`) at (n, B_p), from what a
+    step of that configuration cost in the runs (the median of `x` / step over its trained
+    evaluations): B_p·n rollouts under uniform allocation, but k·B_p·n when dynamic sampling
+    draws k·B_p problems, and FLOPs depend on the model and lengths (`isolab.frontier.
+    allocation`: allocators are compared on flops/total). Without such runs, a step of B_p·n
+    (rollouts). 0 when the budget buys less than a step."""
+    per_step = float(B_p * n)
+    if STEP in df.columns:
+        mine = df.filter(
+            (pl.col("n") == n) & (pl.col("B_p") == B_p) & (pl.col(STEP) > 0) & (pl.col(x) > 0)
+        )
+        if mine.height:
+            per_step = as_float((mine[x].cast(pl.Float64) / mine[STEP]).median())
+    return int(round(budget / per_step))
+
+
 def advise(
     df: Any,
     budget: float,
@@ -318,9 +337,10 @@ def advise(
     else:
         B_p = int(clean["B_p"].mode()[0])
         notes.append(f"no run with n = {n}: B_p is the most common value")
-    M = max(int(round(budget / (B_p * n))), 1)
-    if budget < B_p * n:
-        notes.append(f"budget {budget:.3g} buys less than one step of B_p·n = {B_p * n} rollouts")
+    M = steps_for(clean, budget, x, n, B_p)
+    if M < 1:
+        notes.append(f"budget {budget:.3g} buys less than one step of n = {n}, B_p = {B_p}")
+        M = 1
 
     fr = frontier(clean.filter(pl.col(x) <= budget), x, y)
     if fr.height:

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
 
-from isolab.table import finite_rows, id_columns, require, to_polars
+from isolab.table import as_float, finite_rows, id_columns, require, to_polars
 from isolab.vocab import DEFAULT_X, DEFAULT_Y
 
 
@@ -58,3 +59,32 @@ def record_points(
     prev = pl.col("_score").cum_max().shift(1)
     rec = f.filter(prev.is_null() | (pl.col("_score") > prev))
     return rec.drop("_score", "frontier")
+
+
+def common_points(fronts: Sequence[pl.DataFrame], x: str, max_points: int = 12) -> list[float]:
+    """The compute values every frontier of `fronts` reaches, for reading them at equal compute:
+    C_max, C_max/2, C_max/4, … down to the largest of their smallest positive computes, with
+    C_max the smallest of their largest (ascending, at most `max_points`; empty when their
+    ranges do not overlap or one is empty)."""
+    lows, highs = [], []
+    for front in fronts:
+        positive = front.filter(pl.col(x) > 0)
+        if positive.height == 0:
+            return []
+        lows.append(as_float(positive[x].min()))
+        highs.append(as_float(positive[x].max()))
+    if not fronts:
+        return []
+    lo, hi = max(lows), min(highs)
+    points, c = [], hi
+    while c >= lo * (1 - 1e-9) and len(points) < max_points:
+        points.append(c)
+        c /= 2
+    return sorted(points)
+
+
+def read_at(front: pl.DataFrame, x: str, points: list[float]) -> pl.DataFrame:
+    """A frontier (one row per `x`, ascending, as `frontier` gives it) read at each compute in
+    `points`: its last row at ≤ C (null where it starts beyond C)."""
+    grid = pl.DataFrame({x: points}, schema={x: pl.Float64})
+    return grid.join_asof(front.with_columns(pl.col(x).cast(pl.Float64)).sort(x), on=x)

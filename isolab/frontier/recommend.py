@@ -91,7 +91,9 @@ def recommend(
     that n's runs at the budget are below the best beyond noise, or without a fitted n*, the
     n of the best runs at the budget. B_p: among runs with
     that n, the B_p with the best seed-averaged reward at the budget (interpolated in log C; a
-    run that stops earlier counts at its last point). M = budget / (B_p·n).
+    run that stops earlier counts at its last point). M: the steps that spend the budget at
+    what a step of (n, B_p) cost in the runs (`steps_for`; budget / (B_p·n) in rollouts under
+    uniform allocation).
 
     Hedges: one seed; the n within noise of the best (seed spread where configurations have ≥ 2
     seeds, else evaluation binomial noise from eval_problems × eval_k_samples, else none); an

@@ -1,6 +1,8 @@
 """The frontier analysis of any runs table (what `isolab frontier` shows): per setting, n*(C)
-with its per-n fits, the metric effects, the fixed-batch trade-off and a recommendation; and
-the ρ frontier per reward system when the runs span several update fractions. The curated
+with its per-n fits, the metric effects, the fixed-batch trade-off and a recommendation (per
+allocator too, and the allocators side by side at equal FLOPs, where the runs vary
+`allocation`); and the ρ frontier per reward system when the runs span several update
+fractions. The curated
 studies compose the same functions of `isolab.frontier`; this one asks no question of a paper.
 """
 
@@ -11,7 +13,9 @@ import polars as pl
 
 from isolab import frontier as fr
 from isolab import plots
+from isolab.frontier import allocation
 from isolab.frontier.answer import settings, stated
+from isolab.plots.allocation import plot_allocator_frontiers
 from isolab.study.report import Report, figure_row
 from isolab.table import as_float
 from isolab.verdicts import matched
@@ -44,6 +48,25 @@ def _matched_reading(rep: Report, sdf: pl.DataFrame, metric: str, suffix: str, t
     rep.summary.append(f"n at matched compute, updates and reward{title}: {text}")
 
 
+def _allocators(rep: Report, sdf: pl.DataFrame, metric: str, x: str, label: str) -> None:
+    """The allocators of one setting side by side at equal FLOPs (issue 51): their frontiers
+    on one axis, the table read at common FLOPs with the sentence naming the best allocator
+    with its n and B_p, and per allocator its configurations with the discarded share."""
+    suffix = f"-{label}" if label else ""
+    fig, (ax,) = figure_row(1, 7.0, 4.5)
+    plot_allocator_frontiers(allocation.allocator_frontiers(sdf, metric, x), ax, x=x, y=metric)
+    rep.figures[f"allocators{suffix}"] = fig
+    equal = allocation.at_equal_flops(sdf, metric, x)
+    rep.tables[f"allocators_at_equal_flops{suffix}"] = equal
+    rep.findings[f"allocators{suffix}"] = equal.to_dicts()
+    said = allocation.equal_flops_sentence(sdf, equal, metric, x)
+    rep.summary.append(f"{label}: {said}" if label else said)
+    runs = allocation.allocator_runs(sdf, metric)
+    for name in allocation.allocators(runs):
+        group = "-".join(p for p in (label, name) if p)
+        rep.tables[f"discarded-{group}"] = runs.filter(pl.col(allocation.ALLOCATION) == name)
+
+
 def frontier_report(
     df: pl.DataFrame,
     name: str,
@@ -55,12 +78,24 @@ def frontier_report(
     band: tuple[float, float] | None = None,
     n_boot: int = 200,
 ) -> Report:
-    """Figures, tables and summary sentences of the frontier analysis of `df` (FINISHED runs)."""
+    """Figures, tables and summary sentences of the frontier analysis of `df` (FINISHED runs).
+
+    Runs that vary `allocation` are analysed per allocator (`isolab.frontier.allocation`:
+    each its own frontier, n*(C) and recommendation, the allocator named in it) and compared
+    at equal FLOPs: `x` becomes flops/total, and the summary says so.
+
+    Raises:
+        ValueError: naming what the runs lack (e.g. a FLOP ledger, where allocations differ).
+    """
     rep = Report(name, "")
+    x, axis_note = allocation.comparison_axis(df, x, budget)
+    if axis_note:
+        rep.summary.append(axis_note)
     metrics = [m for m in dict.fromkeys([metric, *fr.DEFAULT_METRICS]) if m in df.columns]
-    for label, sdf in settings(df):
+    for group in allocation.groups(df):  # per setting, and per allocator where they differ
+        label, sdf = group.label, group.frame
         suffix = f"-{label}" if label else ""
-        title = f" ({label})" if label else ""
+        title = f" ({group.spoken})" if label else ""
         if "n" not in sdf.columns or sdf["n"].n_unique() < 2:
             rep.summary.append(f"n*(C){title}: skipped, the runs vary no n.")
             continue
@@ -98,13 +133,16 @@ def frontier_report(
             continue
         rec = fr.recommend(sdf, budget or as_float(sdf[x].max()), x=x, y=metric, n_star=res)
         rep.findings[f"recommendation{suffix}"] = rec.summary
-        rep.summary.append(stated(rec, label))  # the one sentence every output states
+        rep.summary.append(stated(rec, group.spoken))  # the one sentence every output states
         if np.isfinite(rec.n_star_ci[0]):
             lo, hi = rec.n_star_ci
             rep.summary.append(f"n*{title}: {rec.ci_level:.0%} CI [{lo:.0f}, {hi:.0f}]")
         said = set(rec.noise_text)
         rep.summary += [f"hedge{title}: {h}" for h in rec.hedges if h not in said]
         rep.summary += [f"note{title}: {note}" for note in rec.notes]
+    for label, sdf in settings(df):
+        if allocation.varies(sdf):
+            _allocators(rep, sdf, metric, x, label)
     if {FLOPS_TOTAL, RHO, "reward"} <= set(df.columns):
         finite = df.filter(pl.col(RHO).is_finite())
         if finite[RHO].round(2).n_unique() >= 3:

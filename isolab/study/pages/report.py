@@ -12,6 +12,7 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from isolab import plots
+from isolab.frontier import allocation
 from isolab.study.frontier import frontier_report, settings
 from isolab.study.pages import html
 from isolab.study.pages.figures import plot_flop_shares, plot_flop_split
@@ -65,8 +66,9 @@ def report_page(
     Raises:
         ValueError: from `frontier_report`, naming what the runs lack.
     """
+    x, _ = allocation.comparison_axis(df, x, budget)  # flops/total where allocations differ
     rep = frontier_report(df, experiment, metric=metric, x=x, budget=budget, n_boot=n_boot)
-    groups = settings(df)
+    groups = [(g.label, g.frame) for g in allocation.groups(df)]
     rep.summary.append(_noise(groups, metric))
     figures = _Figures()
     sections = [
@@ -75,6 +77,8 @@ def report_page(
         ("flops", "FLOP split", _flop_split(groups, x, figures)),
         ("metrics", f"{_family_name(metric)} curves", _metrics(rep, groups, metric, x, figures)),
     ]
+    if any(k.startswith("allocators") for k in rep.figures):
+        sections.append(("allocators", "Allocators at equal FLOPs", _allocators(rep, df, figures)))
     if any(k.startswith("tradeoff") for k in rep.figures):
         sections.append(
             ("tradeoff", "n against B_p at a fixed batch", _tradeoff(rep, groups, figures))
@@ -160,6 +164,26 @@ def _frontier(rep: Report, groups: Groups, figures: _Figures) -> str:
             parts.append(html.table(rep.tables[f"n_star{s}"], "n*(C) at each compute"))
         if not row:
             parts.append(html.paragraph("No frontier fit: the runs vary no n."))
+        out.append("".join(parts))
+    return "".join(out)
+
+
+def _allocators(rep: Report, df: pl.DataFrame, figures: _Figures) -> str:
+    """Per setting whose runs vary `allocation`: the allocators' frontiers on one FLOPs axis,
+    read at common FLOPs, and a table per allocator with its discarded share."""
+    out = []
+    for label, _ in settings(df):
+        s = _suffix(label)
+        if f"allocators{s}" not in rep.figures:
+            continue
+        caption = "each allocator's frontier of seed means against FLOPs"
+        parts = [_heading(label), figures.add(rep.figures[f"allocators{s}"], caption)]
+        parts.append(html.table(rep.tables[f"allocators_at_equal_flops{s}"], "at equal FLOPs"))
+        prefix = f"discarded{s}-"
+        for name, table in rep.tables.items():
+            if name.startswith(prefix):
+                title = f"allocation {name.removeprefix(prefix)}: discarded share"
+                parts.append(html.table(table, title))
         out.append("".join(parts))
     return "".join(out)
 

@@ -8,11 +8,11 @@ import math
 
 import polars as pl
 
+from isolab.frontier.envelope import common_points, read_at
 from isolab.table import (
     CONFIG_COLUMNS,
     DERIVED_TYPES,
     SETTING_COLUMNS,
-    as_float,
     final_rows,
     run_column,
 )
@@ -197,45 +197,20 @@ def seed_frontier(df: pl.DataFrame, x: str, y: str) -> pl.DataFrame:
     )
 
 
-def compute_points(
-    a: pl.DataFrame, b: pl.DataFrame, x: str, max_points: int = MAX_POINTS
-) -> list[float]:
-    """The compute values both frontiers reach: C_max, C_max/2, C_max/4, … down to the larger
-    of their smallest positive computes, with C_max the smaller of their largest (ascending;
-    empty when their ranges do not overlap)."""
-    lo_a = a.filter(pl.col(x) > 0)[x].min() if a.height else None
-    lo_b = b.filter(pl.col(x) > 0)[x].min() if b.height else None
-    if lo_a is None or lo_b is None:
-        return []
-    lo = max(as_float(lo_a), as_float(lo_b))
-    hi = min(as_float(a[x].max()), as_float(b[x].max()))
-    points, c = [], hi
-    while c >= lo * (1 - 1e-9) and len(points) < max_points:
-        points.append(c)
-        c /= 2
-    return sorted(points)
-
-
-def at_compute(front: pl.DataFrame, x: str, points: list[float]) -> pl.DataFrame:
-    """The frontier (`seed_frontier`) read at each compute in `points`: the last row at ≤ C."""
-    grid = pl.DataFrame({x: points}, schema={x: pl.Float64})
-    return grid.join_asof(front.with_columns(pl.col(x).cast(pl.Float64)).sort(x), on=x)
-
-
 def equal_compute(
     a: pl.DataFrame, b: pl.DataFrame, x: str, y: str, max_points: int = MAX_POINTS
 ) -> pl.DataFrame:
-    """Two sweeps' seed-mean frontiers read at common compute points (`compute_points`): per
+    """Two sweeps' seed-mean frontiers read at common compute points (`common_points`): per
     point, each one's best configuration there and its `y`, and B − A. Columns: `x`, `A best`,
     `A <y>`, `B best`, `B <y>`, `B − A`."""
     fa, fb = seed_frontier(a, x, y), seed_frontier(b, x, y)
-    points = compute_points(fa, fb, x, max_points)
+    points = common_points([fa, fb], x, max_points)
     name = short(y)
     schema = {x: pl.Float64, "A best": pl.String, f"A {name}": pl.Float64}
     schema |= {"B best": pl.String, f"B {name}": pl.Float64, "B − A": pl.Float64}
     if not points:
         return pl.DataFrame(schema=schema)
-    ra, rb = at_compute(fa, x, points), at_compute(fb, x, points)
+    ra, rb = read_at(fa, x, points), read_at(fb, x, points)
     rows = []
     for row_a, row_b in zip(ra.iter_rows(named=True), rb.iter_rows(named=True), strict=True):
         va, vb = row_a["frontier"], row_b["frontier"]
