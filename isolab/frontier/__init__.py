@@ -27,7 +27,8 @@ The runs table's column names are in `isolab.vocab`, its schema and frame helper
 `isolab.table`.
 """
 
-from isolab.frontier.answer import answers, settings, stated
+from isolab.frontier.allocation import settings
+from isolab.frontier.answer import answers, stated
 from isolab.frontier.effects import MetricEffect, metric_effect
 from isolab.frontier.envelope import frontier, record_points
 from isolab.frontier.fit import SigmoidFit, fit_sigmoid

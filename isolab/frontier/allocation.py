@@ -23,10 +23,9 @@ import polars as pl
 
 from isolab.config import ALLOCATIONS
 from isolab.frontier import evidence
-from isolab.frontier.answer import settings
 from isolab.frontier.envelope import common_points, frontier, read_at
 from isolab.frontier.evidence import compute
-from isolab.table import as_float, final_rows, finite_rows, seed_average
+from isolab.table import SETTING_COLUMNS, as_float, final_rows, finite_rows, seed_average
 from isolab.vocab import (
     DEFAULT_Y,
     DISCARDED_SHARE,
@@ -46,13 +45,24 @@ DISCARDS_NOTHING = ("uniform", "variance")
 MAX_POINTS = 6
 
 
+def settings(df: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
+    """(label, frame) per setting (model, task, split, reward) that varies in the table; one
+    setting, unlabelled, when none varies."""
+    cols = [c for c in SETTING_COLUMNS if c in df.columns and df[c].n_unique() > 1]
+    if not cols:
+        return [("", df)]
+    return [
+        ("-".join(str(v) for v in key), grp) for key, grp in df.group_by(cols, maintain_order=True)
+    ]
+
+
 class Group(NamedTuple):
     """The runs of one setting (model, task, split, reward) and, where the setting's runs vary
     `allocation`, one allocator: the unit every per-group analysis reads."""
 
     #: Names the group in file names and table keys: `easy-early_stop`, `easy`, or "".
     label: str
-    #: The setting's label (`isolab.frontier.answer.settings`), "" when none varies.
+    #: The setting's label (`settings`), "" when none varies.
     setting: str
     #: The allocator, "" when the setting's runs use one.
     allocator: str
@@ -81,7 +91,7 @@ def varies(df: pl.DataFrame) -> bool:
 
 
 def groups(df: pl.DataFrame) -> list[Group]:
-    """`isolab.frontier.answer.settings`, each split per allocator where its runs vary
+    """`settings`, each split per allocator where its runs vary
     `allocation`: n*(C), the trade-off and the recommendation of one allocator are not mixed
     with another's."""
     out = []

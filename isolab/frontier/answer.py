@@ -17,28 +17,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import polars as pl
-
 from isolab.frontier.advice import Recommendation
+from isolab.frontier.allocation import comparison_axis, groups
 from isolab.frontier.recommend import recommend
-from isolab.table import SETTING_COLUMNS, as_float, to_polars
+from isolab.table import as_float, to_polars
 from isolab.vocab import DEFAULT_X, DEFAULT_Y
 
 log = logging.getLogger(__name__)
 
 #: How a statement opens: the reader looks for it under this word in every output.
 ANSWER_LABEL = "recommendation"
-
-
-def settings(df: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
-    """(label, frame) per setting (model, task, split, reward) that varies in the table; one
-    setting, unlabelled, when none varies."""
-    cols = [c for c in SETTING_COLUMNS if c in df.columns and df[c].n_unique() > 1]
-    if not cols:
-        return [("", df)]
-    return [
-        ("-".join(str(v) for v in key), grp) for key, grp in df.group_by(cols, maintain_order=True)
-    ]
 
 
 def stated(rec: Recommendation, label: str = "") -> str:
@@ -58,19 +46,24 @@ def answers(
     budget: float | None = None,
     n_boot: int = 0,
 ) -> list[str]:
-    """The answer of a runs table (FINISHED runs) per setting, each `stated`: at `budget`, by
-    default the largest compute of that setting's runs. Settings that vary no n, or lack
+    """The answer of a runs table (FINISHED runs) per setting, and per allocator where the runs
+    vary `allocation` (read at equal FLOPs then, as `isolab frontier` does), each `stated`: at
+    `budget`, by default the largest compute of that group's runs. Settings that vary no n, or lack
     B_p or `y`, have none. `n_boot` only narrows n*'s interval, which the sentence leaves out:
     0 by default (fast)."""
     df = to_polars(df)
-    if not {"n", "B_p", x, y} <= set(df.columns):
+    if not {"n", "B_p", y} <= set(df.columns):
+        return []
+    x, _ = comparison_axis(df, x, budget)  # equal FLOPs where allocators differ
+    if x not in df.columns:
         return []
     out = []
-    for label, sdf in settings(df):
-        if sdf["n"].n_unique() < 2:
+    for group in groups(df):  # as `isolab frontier` reads them
+        if group.frame["n"].n_unique() < 2:
             continue
-        at = budget or as_float(sdf[x].max())
-        out.append(stated(recommend(sdf, at, x=x, y=y, n_boot=n_boot), label))
+        at = budget or as_float(group.frame[x].max())
+        rec = recommend(group.frame, at, x=x, y=y, n_boot=n_boot)
+        out.append(stated(rec, group.spoken))
     return out
 
 

@@ -14,7 +14,8 @@ import polars as pl
 from isolab import frontier as fr
 from isolab import plots
 from isolab.frontier import allocation
-from isolab.frontier.answer import settings, stated
+from isolab.frontier.allocation import settings
+from isolab.frontier.answer import stated
 from isolab.plots.allocation import plot_allocator_frontiers
 from isolab.study.report import Report, figure_row
 from isolab.table import as_float
