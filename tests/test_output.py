@@ -197,7 +197,7 @@ MACHINE_PATH = re.compile(r"(/work/|/home/|/tmp/|/Users/|/root/)")
 
 
 @pytest.mark.parametrize(
-    "notebook", sorted((REPO / "notebooks").glob("0*.ipynb")), ids=lambda p: p.name
+    "notebook", sorted((REPO / "notebooks").glob("[0-9]*.ipynb")), ids=lambda p: p.name
 )
 def test_committed_notebook_outputs_hold_no_download_bar_or_machine_path(notebook: Path):
     """MLflow's "Downloading artifacts" bars and a developer's absolute paths in the committed

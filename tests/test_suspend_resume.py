@@ -80,3 +80,32 @@ def test_a_suspended_run_resumes_where_it_stopped(tiny_m, tracking_uri, tmp_path
         "6",
         "8",
     }
+
+
+def test_a_resumed_run_keeps_its_allocators_estimates(tiny_m, tracking_uri, tmp_path):
+    """`allocation: variance` learns a Beta estimate per problem from every scored rollout: the
+    checkpoint carries them (`BELIEFS_FILE`), and the resumed run goes on from them, so that at
+    its next checkpoint they hold every rollout since step 0 (without the reload, only those
+    since the resume)."""
+    from isolab.rl.trainer import BELIEFS_FILE
+
+    cfg = _cfg("variance").replace(split="mix", allocation="variance")
+
+    def observed(path: Path) -> float:  # successes + failures, summed over problems
+        return sum(sum(v) for v in json.loads((path / BELIEFS_FILE).read_text()).values())
+
+    def suspend(step, path, metrics):
+        shutil.copytree(path, tmp_path / "ckpt")
+        raise Suspended
+
+    with pytest.raises(Suspended):
+        train(cfg, tracking_uri=tracking_uri, checkpointing=Checkpointing(suspend))
+    assert observed(tmp_path / "ckpt") == pytest.approx(3 * cfg.B)  # 3 steps of B rollouts
+
+    seen: list[float] = []
+    train(
+        cfg,
+        tracking_uri=tracking_uri,
+        checkpointing=Checkpointing(lambda s, p, m: seen.append(observed(p)), tmp_path / "ckpt"),
+    )
+    assert seen == [pytest.approx(6 * cfg.B)]
