@@ -43,8 +43,9 @@
 # minus the best uniform n of its split, within seeds, pooled over the splits, > 0. The
 # analysis adds, without a call, the FLOPs each arm takes to reach a stated avg@4.
 #
-# **What this testbed cannot show.** On Easy most problems sit far from p = 1/2 and p(1 − p)
-# is nearly flat across them, so the variance split gives nearly every problem its n: there
+# **What this testbed cannot show.** On Easy every problem sits near p = 1/2 (avg@16 ∈ [0.3,
+# 0.6]), so p(1 − p) is nearly flat across them and the variance split gives nearly every
+# problem its n: there
 # `variance` ≈ uniform n = 8 by construction. The pool holds 96,000 problems, so a run rarely
 # meets a problem twice: the per-problem estimates the allocators use are the base model's
 # avg@16 labels (the Beta prior), hardly updated by the run's own rollouts, unlike the papers'
