@@ -180,9 +180,11 @@ STUDIES: dict[str, Study] = {
             "charged, the discarded ones included. The per-prompt papers (Knapsack RL, VIP, "
             "SARA, Pilot-Commit) report savings in rollouts or steps, not at equal FLOPs. "
             "`main`: uniform n = 4, 8, 16 and the three allocators at n = 8, B = 128, on Easy, "
-            "Hard and their mix, 3 seeds, IsoFLOP.",
+            "Hard and their mix, 3 seeds, IsoFLOP; `n4` (sensitivity): the allocators at n = 4, "
+            "the best uniform n of `main`, uniform arms on new seeds.",
             sweeps=("main",),
             package="allocation",
+            sensitivity=("n4",),
         ),
     )
 }
