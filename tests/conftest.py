@@ -24,17 +24,23 @@ REPO = Path(__file__).resolve().parents[1]
 
 #: Files handed out first under xdist (`--dist loadfile`: a file's tests on one worker, as they
 #: share module fixtures and the README commands run in order), longest first, so that the two
-#: workers end together (most of the suite's minutes are in them; measured with --durations).
+#: workers end together (most of the suite's minutes are in them; seconds per file from the
+#: fresh-clone CI's --durations, in the comments). xdist ≥ 3.6 hands files out by their number
+#: of tests instead (`--loadscope-reorder`, on by default), which put these among the last (the
+#: adaptive sweeps' file 54th of 76, the notebooks 65th): balanced by luck if at all.
+#: `pytest_configure` turns that off, so this order is the one the workers get.
 LONG_FIRST = (
+    "test_adaptive_interrupts.py",  # ~215 s: two Ctrl-C / SIGKILL sweeps, each resumed
+    "test_notebooks.py",  # ~110
     "test_readme_commands.py",
-    "test_notebooks.py",
-    "test_sweep_interrupts.py",
-    "test_ui_browser.py",
-    "test_vllm.py",
-    "test_sweep_run.py",
-    "test_verdicts.py",
+    "test_sweep_interrupts.py",  # ~70
     "test_study.py",
-    "test_adaptive_live.py",
+    "test_vllm.py",  # ~60: a vLLM engine on the CPU
+    "test_sweep_run.py",  # ~50
+    "test_adaptive_live.py",  # ~45
+    "test_researcher_loop.py",  # ~45
+    "test_verdicts.py",
+    "test_ui_browser.py",  # ~30
     "test_install.py",
     "test_adaptive_tune.py",
 )
@@ -81,6 +87,8 @@ def pytest_configure(config: pytest.Config) -> None:
         # the controller of xdist workers: build once what they all read, before they start
         os.environ["ISOLAB_CACHE"] = str(_cache_root())
         _build_cache()
+        # files in LONG_FIRST's order, not by their number of tests (see LONG_FIRST)
+        config.option.loadscopereorder = False
 
 
 @pytest.fixture(scope="session")

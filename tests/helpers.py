@@ -215,3 +215,37 @@ def run_notebook(name: str, out: Path, parameters: dict) -> list[dict]:
         kernel_name="python3",
     )
     return [o for c in nbformat.read(out, as_version=4).cells for o in c.get("outputs", [])]
+
+
+#: A live adaptive sweep small enough for a test (tests/test_adaptive_live.py and
+#: tests/test_adaptive_interrupts.py): three arms of one run each, rungs at 16, 32 and 64.
+ADAPTIVE_SPEC = """\
+name: adaptive-smoke
+description: three arms at B_p = 2; the rank cut stops at least one at the second rung.
+base: {model: tiny-m, task: arithmetic, B_p: 2, eval_problems: 16, eval_k_samples: 4}
+axes:
+  n: [2, 4, 8]
+budget_rollouts: 64
+eval_points: 3
+"""
+
+
+def adaptive_runs(uri: str) -> list:
+    """`ADAPTIVE_SPEC`'s runs in the store at `uri` (its parent and sweep runs left out)."""
+    from mlflow.tracking import MlflowClient
+
+    from isolab.tracking import RUN_KEY_TAG
+
+    c = MlflowClient(uri)
+    exp = c.get_experiment_by_name("adaptive-smoke")
+    return [r for r in c.search_runs([exp.experiment_id]) if RUN_KEY_TAG in r.data.tags]
+
+
+def rollouts_logged(uri: str, run) -> list[int]:
+    """Every `compute/rollouts` value `run` logged, ascending."""
+    from mlflow.tracking import MlflowClient
+
+    from isolab.vocab import ROLLOUTS
+
+    history = MlflowClient(uri).get_metric_history(run.info.run_id, ROLLOUTS)
+    return sorted(int(m.value) for m in history)
