@@ -8,7 +8,8 @@ p-value after Holm's correction over every claim of every study (`holm_p`: Holm 
 issue 46 — a call is bold only where it survives; one significant on its own test alone reads
 "per-claim only"), how the test was fixed (pre-registered, revised after the data, or neither;
 `isolab.verdicts.preregistration`), the caveats' labels, the call on the study's sensitivity
-arm where it has one (nstar's `lr-half`, lr_base/2, one seed, per claim: "—" where the arm
+arm where it has one, named by the setting it changes (nstar's `lr-half`, lr_base/2, one seed;
+allocation's `n4`, the allocators at n = 4), per claim ("—" where the arm
 cannot test the claim on its own), and each n-claim's readings at equal Σlr (equal optimizer
 progress) and at equal avg@4 (issue 45; `isolab.verdicts.matched`, written into the claim's
 note by `isolab.study.claims.evaluate`). Below the table: the Holm family's size and each
@@ -61,6 +62,10 @@ def _readings(note: str | None) -> dict[str, str]:
     return {k: "; ".join(v)[:120] for k, v in out.items() if v}
 
 
+#: How the table names each sensitivity arm (`Study.sensitivity`): the one setting it changes.
+ARMS = {"lr-half": "lr_base/2", "n4": "allocators at n = 4"}
+
+
 def _runs(s: study.Study, scale: str) -> str:
     counts = []
     for sweep in s.sweeps:
@@ -73,7 +78,7 @@ def rows(scale: str) -> list[str]:
     """The table's lines, then the Holm family's size and the caveats in full."""
     out = [
         "| notebook | study (runs) | claim tested | call | effect [96% CI] | detectable | unit "
-        "| p, Holm | test fixed | caveats | at lr_base/2 | at equal Σlr | at equal avg@4 |",
+        "| p, Holm | test fixed | caveats | sensitivity arm | at equal Σlr | at equal avg@4 |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     found, arms, family, caveats = {}, {}, None, {}
@@ -83,9 +88,9 @@ def rows(scale: str) -> list[str]:
             findings = json.loads(path.read_text())
             found[s.name] = [Verdict.from_dict(v) for v in findings["verdicts"]]
             family = findings.get("holm_family") or family
-            for arm in findings.get("sensitivity", {}).values():
+            for sweep, arm in findings.get("sensitivity", {}).items():
                 for v in arm["verdicts"]:
-                    arms[(s.name, v["claim"], v["split"])] = v
+                    arms[(s.name, v["claim"], v["split"])] = {**v, "arm": sweep}
     for s in study.STUDIES.values():
         for i, v in enumerate(found.get(s.name, [])):
             lead = (
@@ -113,7 +118,11 @@ def _cells(v: Verdict, arm: dict | None) -> str:
     p_text = f"{v.holm_p:.2g}" if v.holm_p is not None else "—"
     fixed = registration_label(v).split(" (")[0]
     labels = ", ".join(c.split(":", 1)[0] for c in v.caveats) or "—"
-    arm_call = arm["call"] if arm and arm["p_value"] is not None else "—"
+    arm_call = (
+        f"{arm['call']} ({ARMS.get(arm['arm'], arm['arm'])})"
+        if arm and arm["p_value"] is not None
+        else "—"
+    )
     read = _readings(v.note)
     return (
         f"{v.text}{split} | {call} | {effect} | {detectable} | {v.unit} | {p_text} | {fixed} "
