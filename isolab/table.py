@@ -5,14 +5,12 @@ seed averages, each run's final row, one training pool). Bottom layer (with `con
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import fields
-from types import SimpleNamespace
 from typing import Any, cast
 
 import polars as pl
 
-from isolab.config import ADDED_FIELDS, RunConfig
+from isolab.config import ADDED_FIELDS, RunConfig, allocator_of
 from isolab.vocab import LR_SUM, RUN_ID, RUN_KEY, STEP
 
 logger = logging.getLogger(__name__)
@@ -92,12 +90,6 @@ def with_added_defaults(df: pl.DataFrame) -> pl.DataFrame:
     return with_allocator(df.with_columns(fills) if fills else df)
 
 
-def _allocator(allocation: str, search_oversample: int) -> str:
-    """`RunConfig.allocator` of a run with these two fields: the rule stays in one place."""
-    rule = cast(Callable[[Any], str], RunConfig.allocator.fget)
-    return rule(SimpleNamespace(allocation=allocation, search_oversample=search_oversample))
-
-
 def with_allocator(df: pl.DataFrame) -> pl.DataFrame:
     """`allocation` normalised in place to the allocator each run used (`RunConfig.allocator`):
     `dynamic` for `uniform` with `search_oversample` k > 1, how DAPO's filter was asked for
@@ -111,7 +103,7 @@ def with_allocator(df: pl.DataFrame) -> pl.DataFrame:
     pairs = df.select("allocation", "search_oversample").unique().drop_nulls().iter_rows()
     expr = pl.col("allocation")
     for allocation, k in pairs:
-        used = _allocator(allocation, k)
+        used = allocator_of(allocation, k)
         if used != allocation:
             same = (pl.col("allocation") == allocation) & (pl.col("search_oversample") == k)
             expr = pl.when(same).then(pl.lit(used)).otherwise(expr)

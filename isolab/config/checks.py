@@ -73,6 +73,12 @@ _LR_RULES = {"sqrt": "lr_base·sqrt(B/B_base)", "linear": "lr_base·B/B_base", "
 ALLOCATIONS = ("uniform", "dynamic", "early_stop", "variance")
 
 
+def allocator_of(allocation: str, search_oversample: int) -> str:
+    """The allocation a run with these fields uses: `allocation`, but `dynamic` for `uniform`
+    with `search_oversample` k > 1 (how dynamic sampling was asked for before `allocation`)."""
+    return "dynamic" if allocation == "uniform" and search_oversample > 1 else allocation
+
+
 def pilot_size(n: int) -> int:
     """Rollouts of the pilot chunk `allocation: early_stop` draws for every candidate problem
     before it decides which to stop: a quarter of the group, at least 2 (so that a group can

@@ -24,6 +24,7 @@ from isolab.config.checks import (
     DEFAULT_BETA,
     DEFAULT_ENTROPY_COEF,
     UNREGULARISED_SPLITS,
+    allocator_of,
     check,
     pilot_size,
 )
@@ -193,11 +194,8 @@ class RunConfig:
 
     @property
     def allocator(self) -> str:
-        """The allocation a run uses: `allocation`, but `dynamic` for `uniform` with
-        `search_oversample` k > 1 (how dynamic sampling was asked for before `allocation`)."""
-        if self.allocation == "uniform" and self.search_oversample > 1:
-            return "dynamic"
-        return self.allocation
+        """The allocation the run uses (`allocator_of`)."""
+        return allocator_of(self.allocation, self.search_oversample)
 
     @property
     def problems_per_step(self) -> int:

@@ -159,6 +159,13 @@ def make_trainer_class(with_vllm: bool = False):
             self._last_rewards = out
             return out
 
+        def _generated_and_scored(self, rows):
+            """TRL's generation of `rows` (dataset rows, one per rollout) and its reward
+            functions' scores of them (`rewards_per_func`), charged as TRL charges them."""
+            prompts = [x["prompt"] for x in rows]
+            generation = self._generate(prompts)
+            return generation, self._calculate_rewards(rows, prompts, generation[3], generation[1])
+
         def _weighted(self, rewards_per_func: torch.Tensor) -> torch.Tensor:
             """TRL's weighted sum of the reward functions; NaN where none could score."""
             weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
@@ -219,10 +226,7 @@ def make_trainer_class(with_vllm: bool = False):
             groups = len(inputs) // n
             keep = groups // self.search_oversample
             pilot_in = [inputs[g * n + j] for g in range(groups) for j in range(c)]
-            pilot = self._generate([x["prompt"] for x in pilot_in])
-            pilot_pf = self._calculate_rewards(
-                pilot_in, [x["prompt"] for x in pilot_in], pilot[3], pilot[1]
-            )
+            pilot, pilot_pf = self._generated_and_scored(pilot_in)
             pilot_r = self._weighted(pilot_pf).view(groups, c)
             assert self.beliefs is not None
             flat = [
@@ -234,20 +238,15 @@ def make_trainer_class(with_vllm: bool = False):
             self._observe(pilot_in, pilot_r.flatten())
             kept = early_stop_keep(flat, keep)
             rest_in = [inputs[g * n + j] for g in kept for j in range(c, n)]
-            rest = self._generate([x["prompt"] for x in rest_in])
-            rest_pf = self._calculate_rewards(
-                rest_in, [x["prompt"] for x in rest_in], rest[3], rest[1]
-            )
+            rest, rest_pf = self._generated_and_scored(rest_in)
             self._observe(rest_in, self._weighted(rest_pf))
             # each kept group: its pilot rows, then its rest, in the joined generation's rows
             sizes = (len(pilot_in), len(rest_in))
+            rest_at = [sizes[0] + k * (n - c) for k in range(len(kept))]  # each kept group's rest
             rows = [
                 i
-                for k, g in enumerate(kept)
-                for i in [
-                    *range(g * c, g * c + c),
-                    *range(sizes[0] + k * (n - c), sizes[0] + (k + 1) * (n - c)),
-                ]
+                for g, at in zip(kept, rest_at, strict=True)
+                for i in [*range(g * c, g * c + c), *range(at, at + n - c)]
             ]
             generation = tuple(_joined(a, b, sizes) for a, b in zip(pilot, rest, strict=True))
             total = sum(sizes)
@@ -265,7 +264,7 @@ def make_trainer_class(with_vllm: bool = False):
             self._metrics["train"]["search/pilot_flat_frac"].append(
                 sum(1 for f in flat if f > 0) / groups
             )
-            dropped = [i for g in range(groups) if g not in kept for i in range(g * c, g * c + c)]
+            dropped = sorted(set(range(sizes[0])) - set(rows))  # the stopped groups' pilots
             prompt_lens = [len(ids) for ids in generation[0]]
             completion_lens = [len(ids) for ids in generation[1]]
             self.ledger.record_generation(prompt_lens, completion_lens)
@@ -294,14 +293,12 @@ def make_trainer_class(with_vllm: bool = False):
         def _oversampled(self, inputs):
             """Generate and score k·B_p groups, let TRL score and train on the B_p kept."""
             n = self.num_generations
-            prompts = [x["prompt"] for x in inputs]
-            generation = self._generate(prompts)
-            prompt_ids, completion_ids, completions = generation[0], generation[1], generation[3]
-            rewards_per_func = self._calculate_rewards(inputs, prompts, completions, completion_ids)
+            generation, rewards_per_func = self._generated_and_scored(inputs)
+            prompt_ids, completion_ids = generation[0], generation[1]
             grouped = self._weighted(rewards_per_func).view(-1, n)
             kept = select_groups(grouped, grouped.shape[0] // self.search_oversample)
             rows = (kept[:, None] * n + torch.arange(n)).flatten().tolist()
-            total = len(prompts)
+            total = len(inputs)
             self._replay = (
                 tuple(_rows(part, rows, total) for part in generation),
                 rewards_per_func[rows],
