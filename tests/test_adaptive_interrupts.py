@@ -75,6 +75,25 @@ def _processes_gone(uri: str, timeout_s: float = 120) -> None:
     raise AssertionError(f"processes {pids} still alive {timeout_s} s after the SIGKILL")
 
 
+def _store_settled(uri: str, quiet_s: float = 10, timeout_s: float = 120) -> None:
+    """Wait until the sweep's runs (their ids, statuses and tags) stay unchanged for `quiet_s`:
+    a Ray trial that was starting as the sweep was killed can still create or tag its run
+    after `_processes_gone` found no live pid to wait for (it had none tagged yet). Once a
+    subprocess's start hid this; the fresh-clone CI met it once in-process."""
+    deadline, last, since = time.monotonic() + timeout_s, None, time.monotonic()
+    while time.monotonic() < deadline:
+        now = sorted(
+            (r.info.run_id, r.info.status, tuple(sorted(r.data.tags.items())))
+            for r in adaptive_runs(uri)
+        )
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"the store still changed {timeout_s} s after the SIGKILL")
+
+
 def _plain_sweep(cli, uri: str) -> None:
     """`isolab sweep run spec.yaml` (not adaptive) on the same store; it must succeed. In this
     process (another than the adaptive sweep's, as a user's next command would be): a Python
@@ -167,6 +186,8 @@ def test_a_plain_sweep_after_a_killed_adaptive_one_reuses_its_runs(isolab_cache,
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
     _processes_gone(uri)
+    _store_settled(uri)
+    _processes_gone(uri)  # a pid tagged while the store settled
     assert _parent(uri).info.status == "RUNNING"  # its runner is gone: not FINISHED
 
     _plain_sweep(cli, uri)
